@@ -1,0 +1,103 @@
+// k3 inspect: what a checkpoint is, and whether k3 can run it.
+#include <cstdio>
+
+#include "base/error.h"
+#include "cli/commands.h"
+#include "model/k3_model.h"
+
+namespace k3::cli {
+namespace {
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024.0 && u < 4) {
+    b /= 1024.0;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f %s", b, units[u]);
+  return buf;
+}
+
+std::string human_count(double n) {
+  char buf[32];
+  if (n >= 1e12) std::snprintf(buf, sizeof buf, "%.3fT", n / 1e12);
+  else if (n >= 1e9) std::snprintf(buf, sizeof buf, "%.3fB", n / 1e9);
+  else if (n >= 1e6) std::snprintf(buf, sizeof buf, "%.3fM", n / 1e6);
+  else std::snprintf(buf, sizeof buf, "%.0f", n);
+  return buf;
+}
+
+int inspect(const std::string& dir) {
+  auto model = Model::load(dir);
+  const ModelConfig& mc = model->config();
+  const TextConfig& c = mc.text;
+  const ModelWeights& w = model->weights();
+
+  std::printf("checkpoint      %s\n", dir.c_str());
+  std::printf("model_type      %s%s\n", mc.model_type.c_str(), mc.has_vision ? " (with vision_config)" : "");
+  std::printf("hidden          %d, vocab %d, rms_norm_eps %g\n", c.hidden_size, c.vocab_size, c.rms_norm_eps);
+  std::printf("layers          %d: %d KDA + %d MLA\n", c.num_layers, c.num_kda_layers(), c.num_mla_layers());
+  std::printf("schedule        %s   (K = KDA, M = gated MLA)\n", mc.schedule_string().c_str());
+  std::printf("KDA             %d heads x %d, conv %d, gate %s, output gate %s\n", c.kda.num_heads, c.kda.head_dim,
+              c.kda.conv_kernel,
+              c.kda.gate_lower_bound ? ("bounded (lower bound " + std::to_string(*c.kda.gate_lower_bound) + ")").c_str()
+                                     : "softplus",
+              c.kda.full_rank_gate ? "full-rank" : "low-rank");
+  std::printf("MLA             %d heads, q_lora %d, kv_lora %d, nope/rope/v %d/%d/%d, NoPE%s\n", c.num_heads,
+              c.q_lora_rank.value_or(0), c.kv_lora_rank, c.qk_nope_head_dim, c.qk_rope_head_dim, c.v_head_dim,
+              c.mla_output_gate ? ", output gate" : "");
+  if (c.num_experts > 0)
+    std::printf("MoE             %d experts, top %d, %d shared, expert width %d%s, first %d layer(s) dense (%d)\n",
+                c.num_experts, c.top_k, c.num_shared_experts, c.moe_intermediate_size,
+                c.latent_size ? (", latent " + std::to_string(*c.latent_size) + (c.latent_norm ? " + norm" : "")).c_str()
+                              : "",
+                c.first_k_dense_replace, c.intermediate_size);
+  std::printf("activation      %s\n", c.act == Activation::kSitu ? "SiTU-GLU" : "SiLU-GLU");
+  std::printf("residual        %s\n", c.attn_res_block_size
+                                          ? ("Block AttnRes, block of " + std::to_string(*c.attn_res_block_size) + " layers").c_str()
+                                          : "plain");
+  std::printf("quantisation    %s\n", c.quant.enabled ? "compressed-tensors mxfp4-pack-quantized" : "none");
+  std::printf("context         %d tokens\n", c.max_position_embeddings);
+
+  // Active parameters / bytes per decoded token: everything but the unchosen experts and all
+  // but one embedding row.
+  uint64_t expert_params = 0, expert_bytes = 0;
+  int moe_layers = 0;
+  for (const LayerWeights& L : w.layers) {
+    if (!L.moe) continue;
+    ++moe_layers;
+    const MlpWeights& e = L.moe_w.experts[0];
+    expert_params = static_cast<uint64_t>(e.gate.rows * e.gate.cols + e.up.rows * e.up.cols + e.down.rows * e.down.cols);
+    expert_bytes = e.gate.bytes() + e.up.bytes() + e.down.bytes();
+  }
+  const uint64_t unused_experts = static_cast<uint64_t>(c.num_experts - c.top_k) * moe_layers;
+  const uint64_t embed_params = static_cast<uint64_t>(w.embed.rows * w.embed.cols);
+  const uint64_t active = w.total_params - unused_experts * expert_params - embed_params;
+  const uint64_t read = w.total_bytes - unused_experts * expert_bytes - w.embed.bytes();
+  std::printf("parameters      %s total, %s active per token\n", human_count(static_cast<double>(w.total_params)).c_str(),
+              human_count(static_cast<double>(active)).c_str());
+  std::printf("bytes           %s in %zu tensors; ~%s of weights read per decoded token\n",
+              human_bytes(static_cast<double>(w.total_bytes)).c_str(), w.tensor_count,
+              human_bytes(static_cast<double>(read)).c_str());
+  std::printf("stop tokens    ");
+  for (int id : mc.stop_token_ids) std::printf(" %d", id);
+  std::printf("\n");
+  if (!w.unused_tensors.empty())
+    std::printf("not used        %zu tensor(s) outside the text model, e.g. %s\n", w.unused_tensors.size(),
+                w.unused_tensors.front().c_str());
+  std::printf("validation      OK: every tensor the config implies is present with the right shape and dtype\n");
+  return 0;
+}
+
+}  // namespace
+
+void add_inspect_command(CLI::App& app, Runner& run) {
+  auto dir = std::make_shared<std::string>();
+  CLI::App* sub = app.add_subcommand("inspect", "Summarise and validate a checkpoint");
+  sub->add_option("dir", *dir, "Checkpoint directory (default: the built-in tiny model)");
+  sub->callback([dir, &run] { run = [dir]() { return inspect(resolve_model_dir(*dir)); }; });
+}
+
+}  // namespace k3::cli

@@ -1,0 +1,57 @@
+// k3 synth: write a synthetic K3-architecture checkpoint in the official layout.
+#include <cstdio>
+
+#include "base/error.h"
+#include "cli/commands.h"
+#include "synth/synth_checkpoint.h"
+
+namespace k3::cli {
+
+void add_synth_command(CLI::App& app, Runner& run) {
+  struct Args {
+    std::string preset = "tiny", out, overrides;
+    int hidden = 0, layers = 0, experts = 0, top_k = 0, vocab = 0, shards = 0;
+    uint64_t seed = 0x6b33;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand("synth", "Write a synthetic K3-architecture checkpoint");
+  sub->add_option("--preset", a->preset, "tiny (the built-in default) or k3-width (full K3 widths)");
+  sub->add_option("--out", a->out, "Output directory")->required();
+  sub->add_option("--hidden", a->hidden, "hidden_size");
+  sub->add_option("--layers", a->layers, "num_hidden_layers (every 4th and the last are MLA)");
+  sub->add_option("--experts", a->experts, "num_experts");
+  sub->add_option("--top-k", a->top_k, "num_experts_per_token");
+  sub->add_option("--vocab", a->vocab, "vocab_size (>= 512)");
+  sub->add_option("--shards", a->shards, "Number of safetensors shards (default: by size)");
+  sub->add_option("--seed", a->seed, "Random seed");
+  sub->add_option("--overrides", a->overrides, "JSON object of text settings, e.g. '{\"kda_num_heads\": 8}'");
+  sub->callback([a, &run] {
+    run = [a]() {
+      SynthOptions opt;
+      opt.preset = a->preset;
+      opt.seed = a->seed;
+      opt.shards = a->shards;
+      if (!a->overrides.empty()) {
+        try {
+          opt.overrides = nlohmann::json::parse(a->overrides);
+        } catch (const nlohmann::json::exception& e) {
+          fail("--overrides is not valid JSON: ", e.what());
+        }
+        K3_CHECK(opt.overrides.is_object(), "--overrides must be a JSON object");
+      }
+      auto set = [&](const char* key, int v) {
+        if (v != 0) opt.overrides[key] = v;
+      };
+      set("hidden_size", a->hidden);
+      set("num_hidden_layers", a->layers);
+      set("num_experts", a->experts);
+      set("num_experts_per_token", a->top_k);
+      set("vocab_size", a->vocab);
+      write_synth_checkpoint(a->out, opt);
+      std::printf("%s\n", a->out.c_str());
+      return 0;
+    };
+  });
+}
+
+}  // namespace k3::cli

@@ -1,0 +1,60 @@
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdlib>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "cli/commands.h"
+#include "io/checkpoint.h"
+#include "synth/synth_checkpoint.h"
+
+namespace k3::cli {
+
+std::vector<int32_t> parse_token_ids(const std::string& text) {
+  std::vector<int32_t> ids;
+  size_t i = 0;
+  while (i < text.size()) {
+    while (i < text.size() && (text[i] == ',' || text[i] == ' ' || text[i] == '\t' || text[i] == '\n')) ++i;
+    if (i == text.size()) break;
+    size_t j = i;
+    while (j < text.size() && text[j] != ',' && text[j] != ' ' && text[j] != '\t' && text[j] != '\n') ++j;
+    const std::string item = text.substr(i, j - i);
+    char* end = nullptr;
+    errno = 0;
+    const long long v = std::strtoll(item.c_str(), &end, 10);
+    if (end == item.c_str() || *end != '\0' || errno != 0 || v < 0 || v > INT32_MAX)
+      fail("token id '", item, "' is not a non-negative integer");
+    ids.push_back(static_cast<int32_t>(v));
+    i = j;
+  }
+  return ids;
+}
+
+std::string default_model_dir() {
+  if (const char* env = std::getenv("K3_DEFAULT_MODEL"); env != nullptr && *env != '\0') return env;
+  std::string base;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
+    base = xdg;
+  } else if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
+    base = std::string(home) + "/.cache";
+  } else {
+    base = "/tmp";
+  }
+  ::mkdir(base.c_str(), 0755);
+  base += "/k3";
+  ::mkdir(base.c_str(), 0755);
+  return base + "/default-tiny";
+}
+
+std::string resolve_model_dir(const std::string& given) {
+  if (!given.empty()) return given;
+  const std::string dir = default_model_dir();
+  if (!file_exists(dir + "/config.json")) {
+    log_warn("creating the built-in default model (k3 synth --preset tiny) in ", dir);
+    write_synth_checkpoint(dir, SynthOptions{});
+  }
+  return dir;
+}
+
+}  // namespace k3::cli

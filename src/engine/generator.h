@@ -1,0 +1,30 @@
+// The single-sequence generation loop: prefill the prompt in chunks, then decode one token
+// per step until max_tokens or a stop token.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "engine/sampler.h"
+#include "model/k3_model.h"
+
+namespace k3 {
+
+struct GenerateOptions {
+  int max_tokens = 16;
+  SamplingParams sampling;
+  std::vector<int32_t> stop_tokens;  // generation ends after emitting one of these
+  int64_t prefill_chunk = 512;       // prompt tokens per forward call
+};
+
+// Calls on_token for each generated token (return false to stop early); returns them all.
+std::vector<int32_t> generate(const Model& model, SequenceState& state, const std::vector<int32_t>& prompt,
+                              const GenerateOptions& options,
+                              const std::function<bool(int32_t)>& on_token = {});
+
+// Logits of every prompt position from a prefill in chunks: [prompt.size(), vocab].
+std::vector<float> prefill_logits(const Model& model, SequenceState& state, const std::vector<int32_t>& prompt,
+                                  int64_t chunk = 512);
+
+}  // namespace k3

@@ -1,0 +1,94 @@
+#include "io/checkpoint.h"
+
+#include <sys/stat.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "base/progress.h"
+
+namespace k3 {
+
+bool file_exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, ": cannot open");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) fail(path, ": read error");
+  return ss.str();
+}
+
+Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) fail(dir, ": not a directory");
+  const std::string index_path = dir + "/model.safetensors.index.json";
+  const std::string single_path = dir + "/model.safetensors";
+
+  // Shard file -> the tensors the index assigns to it.
+  std::map<std::string, std::vector<std::string>> wanted;
+  if (file_exists(index_path)) {
+    nlohmann::json index;
+    try {
+      index = nlohmann::json::parse(read_text_file(index_path));
+    } catch (const nlohmann::json::exception& e) {
+      fail(index_path, ": not valid JSON: ", e.what());
+    }
+    if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
+      fail(index_path, ": missing 'weight_map' object");
+    for (auto it = index["weight_map"].begin(); it != index["weight_map"].end(); ++it) {
+      if (!it.value().is_string()) fail(index_path, ": weight_map entry '", it.key(), "' is not a file name");
+      const std::string shard = it.value().get<std::string>();
+      if (shard.empty() || shard.find('/') != std::string::npos || shard == "." || shard == "..")
+        fail(index_path, ": weight_map entry '", it.key(), "' names an invalid shard file '", shard, "'");
+      wanted[shard].push_back(it.key());
+    }
+    if (wanted.empty()) fail(index_path, ": weight_map is empty");
+    for (const auto& [shard, names] : wanted)
+      if (!file_exists(dir + "/" + shard))
+        fail(index_path, ": shard '", shard, "' (holding '", names.front(), "' and ", names.size() - 1,
+             " more) does not exist in ", dir);
+  } else if (file_exists(single_path)) {
+    wanted["model.safetensors"] = {};
+  } else {
+    fail(dir, ": no model.safetensors or model.safetensors.index.json");
+  }
+
+  Progress progress("loading shards", wanted.size());
+  for (const auto& [shard, names] : wanted) {
+    auto file = std::make_unique<SafetensorsFile>(dir + "/" + shard);
+    for (const std::string& name : names)
+      if (file->find(name) == nullptr)
+        fail(index_path, ": maps tensor '", name, "' to shard '", shard, "', which does not contain it");
+    for (const auto& [name, view] : file->tensors()) {
+      auto [it, inserted] = tensors_.emplace(name, &view);
+      if (!inserted) fail(dir, ": tensor '", name, "' is in both ", *it->second->file, " and ", file->path());
+    }
+    shards_.push_back(std::move(file));
+    progress.advance();
+  }
+  progress.finish();
+  log_info("checkpoint ", dir, ": ", shards_.size(), " shard(s), ", tensors_.size(), " tensors");
+}
+
+const TensorView* Checkpoint::find(const std::string& name) const {
+  auto it = tensors_.find(name);
+  return it == tensors_.end() ? nullptr : it->second;
+}
+
+uint64_t Checkpoint::total_bytes() const {
+  uint64_t n = 0;
+  for (const auto& [name, view] : tensors_) n += view->nbytes;
+  return n;
+}
+
+}  // namespace k3

@@ -1,0 +1,155 @@
+#include "io/safetensors.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+
+namespace k3 {
+
+int64_t TensorView::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string TensorView::shape_str() const {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+namespace {
+
+using nlohmann::json;
+
+// Reads a JSON integer that must be a non-negative value representable as uint64.
+bool as_u64(const json& j, uint64_t* out) {
+  if (j.is_number_unsigned()) {
+    *out = j.get<uint64_t>();
+    return true;
+  }
+  if (j.is_number_integer()) {
+    const int64_t v = j.get<int64_t>();
+    if (v < 0) return false;
+    *out = static_cast<uint64_t>(v);
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+SafetensorsFile::SafetensorsFile(const std::string& path) : file_(std::make_unique<MappedFile>(path)) {
+  const uint8_t* base = file_->data();
+  const size_t size = file_->size();
+  if (size < 8) fail(path, ": truncated safetensors file (", size, " bytes, need at least 8 for the header length)");
+  uint64_t header_len = 0;
+  std::memcpy(&header_len, base, 8);  // little-endian on every platform k3 targets
+  if (header_len > size - 8)
+    fail(path, ": header length ", header_len, " runs past the end of the file (", size, " bytes)");
+  if (header_len > (uint64_t{100} << 20)) fail(path, ": header length ", header_len, " exceeds 100 MiB");
+  const char* hdr = reinterpret_cast<const char*>(base + 8);
+  const uint64_t data_start = 8 + header_len;
+  const uint64_t data_size = size - data_start;
+
+  // Parse, rejecting duplicate top-level names (nlohmann would silently keep the last one).
+  std::set<std::string> seen;
+  std::string duplicate;
+  json::parser_callback_t cb = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::key && depth == 1) {
+      const std::string key = parsed.get<std::string>();
+      if (!seen.insert(key).second && duplicate.empty()) duplicate = key;
+    }
+    return true;
+  };
+  json header;
+  try {
+    header = json::parse(hdr, hdr + header_len, cb);
+  } catch (const json::exception& e) {
+    fail(path, ": header is not valid JSON: ", e.what());
+  }
+  if (!duplicate.empty()) fail(path, ": tensor '", duplicate, "' appears twice in the header");
+  if (!header.is_object()) fail(path, ": header is not a JSON object");
+
+  struct Span {
+    uint64_t begin, end;
+    const std::string* name;
+  };
+  std::vector<Span> spans;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    const std::string& name = it.key();
+    const json& v = it.value();
+    if (name == "__metadata__") {
+      if (!v.is_object()) fail(path, ": __metadata__ is not an object");
+      for (auto m = v.begin(); m != v.end(); ++m)
+        metadata_[m.key()] = m.value().is_string() ? m.value().get<std::string>() : m.value().dump();
+      continue;
+    }
+    auto where = [&] { return cat(path, ": tensor '", name, "': "); };
+    if (!v.is_object()) fail(where(), "entry is not an object");
+    if (!v.contains("dtype") || !v["dtype"].is_string()) fail(where(), "missing or non-string 'dtype'");
+    const std::string dtype_str = v["dtype"].get<std::string>();
+    auto dtype = parse_dtype(dtype_str);
+    if (!dtype) fail(where(), "unknown dtype '", dtype_str, "'");
+    if (!v.contains("shape") || !v["shape"].is_array()) fail(where(), "missing or non-array 'shape'");
+    TensorView tv;
+    tv.name = name;
+    tv.dtype = *dtype;
+    uint64_t numel = 1;
+    bool overflow = false;
+    for (const json& d : v["shape"]) {
+      uint64_t dim = 0;
+      if (!as_u64(d, &dim)) fail(where(), "shape entry ", d.dump(), " is not a non-negative integer");
+      if (dim > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) overflow = true;
+      tv.shape.push_back(static_cast<int64_t>(dim));
+      if (dim != 0 && numel > std::numeric_limits<uint64_t>::max() / dim) overflow = true;
+      numel *= dim;
+    }
+    if (!v.contains("data_offsets") || !v["data_offsets"].is_array() || v["data_offsets"].size() != 2)
+      fail(where(), "'data_offsets' must be an array of two integers");
+    uint64_t begin = 0, end = 0;
+    if (!as_u64(v["data_offsets"][0], &begin) || !as_u64(v["data_offsets"][1], &end))
+      fail(where(), "'data_offsets' must be non-negative integers");
+    if (begin > end) fail(where(), "data_offsets [", begin, ", ", end, "] are reversed");
+    if (end > data_size)
+      fail(where(), "data_offsets [", begin, ", ", end, "] run past the end of the data section (", data_size,
+           " bytes); the file is truncated or the header is wrong");
+    const uint64_t esize = dtype_size(*dtype);
+    if (overflow || numel > std::numeric_limits<uint64_t>::max() / esize)
+      fail(where(), "shape ", tv.shape_str(), " is too large");
+    if (numel * esize != end - begin)
+      fail(where(), "shape ", tv.shape_str(), " x ", dtype_str, " needs ", numel * esize, " bytes but data_offsets span ",
+           end - begin);
+    tv.data = base + data_start + begin;
+    tv.nbytes = static_cast<size_t>(end - begin);
+    tv.file = &file_->path();
+    auto [slot, inserted] = tensors_.emplace(name, std::move(tv));
+    (void)inserted;
+    spans.push_back({begin, end, &slot->first});
+  }
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  for (size_t i = 1; i < spans.size(); ++i) {
+    const Span& a = spans[i - 1];
+    const Span& b = spans[i];
+    if (b.begin < a.end && b.end > b.begin && a.end > a.begin)
+      fail(path, ": tensors '", *a.name, "' [", a.begin, ", ", a.end, ") and '", *b.name, "' [", b.begin, ", ", b.end,
+           ") overlap");
+  }
+}
+
+const TensorView* SafetensorsFile::find(const std::string& name) const {
+  auto it = tensors_.find(name);
+  return it == tensors_.end() ? nullptr : &it->second;
+}
+
+}  // namespace k3

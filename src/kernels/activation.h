@@ -1,0 +1,24 @@
+// Element-wise activations, fp32.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+namespace k3 {
+
+inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+inline float silu(float x) { return x * sigmoid(x); }
+// torch.nn.functional.softplus with beta 1 and threshold 20.
+inline float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+
+// SiTU-GLU (Kimi K3): [b1*tanh(g/b1)*sigmoid(g)] * [b2*tanh(u/b2)]; the sigmoid takes the raw g.
+inline float situ_glu(float g, float u, float b1, float b2) {
+  return (b1 * std::tanh(g / b1) * sigmoid(g)) * (b2 * std::tanh(u / b2));
+}
+
+// out[i] = situ_glu(g[i], u[i]) for i < n.  out may alias g.
+void situ_glu(const float* g, const float* u, int64_t n, float b1, float b2, float* out);
+// out[i] = silu(g[i]) * u[i].  out may alias g.
+void silu_glu(const float* g, const float* u, int64_t n, float* out);
+
+}  // namespace k3

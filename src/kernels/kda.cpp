@@ -1,0 +1,160 @@
+#include "kernels/kda.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/activation.h"
+
+namespace k3 {
+
+void kda_recurrent(const KdaHeadIO& io, int64_t T, int K, int V, float* state) {
+  std::vector<float> decay(static_cast<size_t>(K));
+  for (int64_t t = 0; t < T; ++t) {
+    const float* q = io.q + t * io.stride_qk;
+    const float* k = io.k + t * io.stride_qk;
+    const float* v = io.v + t * io.stride_v;
+    const float* g = io.g + t * io.stride_g;
+    const float beta = io.beta[t * io.stride_beta];
+    float* o = io.o + t * io.stride_o;
+    for (int d = 0; d < K; ++d) decay[d] = std::exp(g[d]);
+    for (int j = 0; j < V; ++j) {
+      float* row = state + static_cast<int64_t>(j) * K;
+      float pred = 0.0f;
+      for (int d = 0; d < K; ++d) {
+        row[d] *= decay[d];
+        pred += row[d] * k[d];
+      }
+      const float u = beta * (v[j] - pred);
+      float out = 0.0f;
+      for (int d = 0; d < K; ++d) {
+        row[d] += u * k[d];
+        out += row[d] * q[d];
+      }
+      o[j] = out;
+    }
+  }
+}
+
+void kda_chunked(const KdaHeadIO& io, int64_t T, int K, int V, int chunk, float* state) {
+  const int C = std::max(1, chunk);
+  std::vector<float> G(static_cast<size_t>(C) * K);      // cumulative log decay within the chunk
+  std::vector<float> L(static_cast<size_t>(C) * C);      // beta_r k_r . (exp(G_r - G_s) k_s), s < r
+  std::vector<float> Aqk(static_cast<size_t>(C) * C);    // q_r . (exp(G_r - G_s) k_s), s <= r
+  std::vector<float> X(static_cast<size_t>(C) * C);      // (I + L)^-1 diag(beta)
+  std::vector<float> Wm(static_cast<size_t>(C) * K);     // X (exp(G) o k)
+  std::vector<float> Vn(static_cast<size_t>(C) * V);     // X v - Wm S
+  std::vector<float> kd(static_cast<size_t>(C) * K);     // scratch rows
+  std::vector<float> decay_last(static_cast<size_t>(K));
+
+  for (int64_t t0 = 0; t0 < T; t0 += C) {
+    const int c = static_cast<int>(std::min<int64_t>(C, T - t0));
+    auto q = [&](int r) { return io.q + (t0 + r) * io.stride_qk; };
+    auto k = [&](int r) { return io.k + (t0 + r) * io.stride_qk; };
+    auto v = [&](int r) { return io.v + (t0 + r) * io.stride_v; };
+    auto beta = [&](int r) { return io.beta[(t0 + r) * io.stride_beta]; };
+
+    for (int r = 0; r < c; ++r) {
+      const float* g = io.g + (t0 + r) * io.stride_g;
+      float* Gr = &G[static_cast<size_t>(r) * K];
+      for (int d = 0; d < K; ++d) Gr[d] = (r == 0 ? 0.0f : G[static_cast<size_t>(r - 1) * K + d]) + g[d];
+    }
+    // Intra-chunk interactions with pairwise decays (exponent <= 0, never overflows).
+    for (int r = 0; r < c; ++r) {
+      const float* Gr = &G[static_cast<size_t>(r) * K];
+      for (int s = 0; s <= r; ++s) {
+        const float* Gs = &G[static_cast<size_t>(s) * K];
+        const float* ks = k(s);
+        float skk = 0.0f, sqk = 0.0f;
+        for (int d = 0; d < K; ++d) {
+          const float e = ks[d] * std::exp(Gr[d] - Gs[d]);
+          skk += k(r)[d] * e;
+          sqk += q(r)[d] * e;
+        }
+        L[static_cast<size_t>(r) * C + s] = s < r ? beta(r) * skk : 0.0f;
+        Aqk[static_cast<size_t>(r) * C + s] = sqk;
+      }
+    }
+    // X = (I + L)^-1 diag(beta) by forward substitution (X is lower triangular).
+    for (int r = 0; r < c; ++r) {
+      for (int j = 0; j <= r; ++j) {
+        float x = r == j ? beta(r) : 0.0f;
+        for (int s = j; s < r; ++s) x -= L[static_cast<size_t>(r) * C + s] * X[static_cast<size_t>(s) * C + j];
+        X[static_cast<size_t>(r) * C + j] = x;
+      }
+    }
+    // kd = exp(G) o k; Wm = X kd; Vn = X v - Wm S.
+    for (int r = 0; r < c; ++r)
+      for (int d = 0; d < K; ++d)
+        kd[static_cast<size_t>(r) * K + d] = k(r)[d] * std::exp(G[static_cast<size_t>(r) * K + d]);
+    for (int r = 0; r < c; ++r) {
+      float* w = &Wm[static_cast<size_t>(r) * K];
+      float* vn = &Vn[static_cast<size_t>(r) * V];
+      std::fill(w, w + K, 0.0f);
+      std::fill(vn, vn + V, 0.0f);
+      for (int j = 0; j <= r; ++j) {
+        const float x = X[static_cast<size_t>(r) * C + j];
+        const float* kj = &kd[static_cast<size_t>(j) * K];
+        const float* vj = v(j);
+        for (int d = 0; d < K; ++d) w[d] += x * kj[d];
+        for (int e = 0; e < V; ++e) vn[e] += x * vj[e];
+      }
+      for (int e = 0; e < V; ++e) {
+        const float* srow = state + static_cast<int64_t>(e) * K;
+        float acc = 0.0f;
+        for (int d = 0; d < K; ++d) acc += w[d] * srow[d];
+        vn[e] -= acc;
+      }
+    }
+    // Outputs: O_r = (q_r o exp(G_r)) S + sum_{s<=r} Aqk[r,s] Vn_s.
+    for (int r = 0; r < c; ++r) {
+      float* qd = &kd[static_cast<size_t>(r) * K];  // reuse kd rows: row r no longer needed after Wm
+      const float* Gr = &G[static_cast<size_t>(r) * K];
+      for (int d = 0; d < K; ++d) qd[d] = q(r)[d] * std::exp(Gr[d]);
+      float* o = io.o + (t0 + r) * io.stride_o;
+      for (int e = 0; e < V; ++e) {
+        const float* srow = state + static_cast<int64_t>(e) * K;
+        float acc = 0.0f;
+        for (int d = 0; d < K; ++d) acc += qd[d] * srow[d];
+        for (int s = 0; s <= r; ++s) acc += Aqk[static_cast<size_t>(r) * C + s] * Vn[static_cast<size_t>(s) * V + e];
+        o[e] = acc;
+      }
+    }
+    // State: S <- S diag(exp G_last) + sum_r Vn_r (k_r o exp(G_last - G_r))^T.
+    const float* Glast = &G[static_cast<size_t>(c - 1) * K];
+    for (int d = 0; d < K; ++d) decay_last[d] = std::exp(Glast[d]);
+    for (int r = 0; r < c; ++r) {
+      float* kr = &kd[static_cast<size_t>(r) * K];
+      const float* Gr = &G[static_cast<size_t>(r) * K];
+      for (int d = 0; d < K; ++d) kr[d] = k(r)[d] * std::exp(Glast[d] - Gr[d]);
+    }
+    for (int e = 0; e < V; ++e) {
+      float* srow = state + static_cast<int64_t>(e) * K;
+      for (int d = 0; d < K; ++d) srow[d] *= decay_last[d];
+      for (int r = 0; r < c; ++r) {
+        const float vn = Vn[static_cast<size_t>(r) * V + e];
+        const float* kr = &kd[static_cast<size_t>(r) * K];
+        for (int d = 0; d < K; ++d) srow[d] += vn * kr[d];
+      }
+    }
+  }
+}
+
+void short_conv_silu(const float* x, int64_t T, int64_t C, int W, const float* weight, float* hist, float* y) {
+  const int H = W - 1;
+  auto input = [&](int64_t i, int64_t ch) { return i >= 0 ? x[i * C + ch] : hist[(H + i) * C + ch]; };
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t ch = 0; ch < C; ++ch) {
+      float acc = 0.0f;
+      for (int w = 0; w < W; ++w) acc += weight[ch * W + w] * input(t - H + w, ch);
+      y[t * C + ch] = silu(acc);
+    }
+  }
+  // Keep the newest H raw inputs.
+  std::vector<float> next(static_cast<size_t>(H) * C);
+  for (int i = 0; i < H; ++i)
+    for (int64_t ch = 0; ch < C; ++ch) next[static_cast<size_t>(i) * C + ch] = input(T - H + i, ch);
+  std::copy(next.begin(), next.end(), hist);
+}
+
+}  // namespace k3

@@ -1,0 +1,36 @@
+// Kimi Delta Attention core: the gated delta rule for one head, fp32, state kept V-first
+// (S[v][k], K3's transpose_state_layout).  Inputs are already prepared: q and k L2-normalised,
+// q scaled by K^-1/2, g the per-key-channel log decay (<= 0), beta in (0, 1).
+//
+// Per token:  S <- S diag(exp g);  u = beta (v - S k);  S += u k^T;  o = S q   (read after write)
+//
+// kda_recurrent() is that loop (the golden model, also the decode step).  kda_chunked() is the
+// WY/UT chunk form of kda.md section 3.5 (pairwise exp(G_r - G_s), so no factor can overflow
+// whatever the gate); both give the same result up to fp32 rounding.
+#pragma once
+
+#include <cstdint>
+
+namespace k3 {
+
+struct KdaHeadIO {
+  const float* q = nullptr;     // row t at q + t * stride_qk, K values
+  const float* k = nullptr;     // row t at k + t * stride_qk
+  const float* v = nullptr;     // row t at v + t * stride_v, V values
+  const float* g = nullptr;     // row t at g + t * stride_g, K values
+  const float* beta = nullptr;  // beta[t * stride_beta]
+  float* o = nullptr;           // row t at o + t * stride_o, V values
+  int64_t stride_qk = 0, stride_v = 0, stride_g = 0, stride_beta = 1, stride_o = 0;
+};
+
+// state: V*K floats, S[v*K + k].
+void kda_recurrent(const KdaHeadIO& io, int64_t T, int K, int V, float* state);
+void kda_chunked(const KdaHeadIO& io, int64_t T, int K, int V, int chunk, float* state);
+
+// Causal depthwise convolution over W taps followed by SiLU, for T new rows of C channels.
+// hist holds the previous W-1 raw inputs (row-major [W-1][C], oldest first; zeros at the start
+// of a sequence) and is advanced past the new rows.  weight is [C][W] with tap W-1 on the
+// current token.  y[T][C] must not alias x.
+void short_conv_silu(const float* x, int64_t T, int64_t C, int W, const float* weight, float* hist, float* y);
+
+}  // namespace k3

@@ -1,0 +1,78 @@
+#include "kernels/linear.h"
+
+#include <vector>
+
+#include "base/cpu_features.h"
+#include "base/error.h"
+#include "base/numeric_types.h"
+#include "kernels/mxfp4.h"
+
+namespace k3 {
+
+void mxfp4_shuffle_activations(const float* x, int64_t cols, float* xs) {
+  for (int64_t g = 0; g < cols; g += 32)
+    for (int j = 0; j < 16; ++j) {
+      xs[g + j] = x[g + 2 * j];
+      xs[g + 16 + j] = x[g + 2 * j + 1];
+    }
+}
+
+void linear_rows(const Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1) {
+  if (n <= 0 || r1 <= r0) return;
+  switch (active_isa()) {
+    case Isa::kAvx512: avx512::linear_rows(w, x, n, y, r0, r1); return;
+    case Isa::kAvx2: avx2::linear_rows(w, x, n, y, r0, r1); return;
+    case Isa::kRef: ref::linear_rows(w, x, n, y, r0, r1); return;
+  }
+}
+
+void linear(const Matrix& w, const float* x, int64_t n, float* y) { linear_rows(w, x, n, y, 0, w.rows); }
+
+void linear_transposed(const Matrix& w, const float* x, float* y) { ref::linear_transposed(w, x, y); }
+
+namespace ref {
+
+void dequant_row(const Matrix& w, int64_t r, float* out) {
+  switch (w.format) {
+    case WeightFormat::kF32: {
+      const float* p = static_cast<const float*>(w.data) + r * w.cols;
+      for (int64_t c = 0; c < w.cols; ++c) out[c] = p[c];
+      return;
+    }
+    case WeightFormat::kBF16: {
+      const uint16_t* p = static_cast<const uint16_t*>(w.data) + r * w.cols;
+      for (int64_t c = 0; c < w.cols; ++c) out[c] = bf16_to_f32(p[c]);
+      return;
+    }
+    case WeightFormat::kMxfp4:
+      mxfp4_dequant_row(static_cast<const uint8_t*>(w.data) + r * (w.cols / 2), w.scales + r * (w.cols / 32), w.cols,
+                        out);
+      return;
+  }
+}
+
+void linear_rows(const Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1) {
+  std::vector<float> row(static_cast<size_t>(w.cols));
+  for (int64_t r = r0; r < r1; ++r) {
+    dequant_row(w, r, row.data());
+    for (int64_t t = 0; t < n; ++t) {
+      const float* xt = x + t * w.cols;
+      float acc = 0.0f;
+      for (int64_t c = 0; c < w.cols; ++c) acc += row[c] * xt[c];
+      y[t * w.rows + r] = acc;
+    }
+  }
+}
+
+void linear_transposed(const Matrix& w, const float* x, float* y) {
+  std::vector<float> row(static_cast<size_t>(w.cols));
+  for (int64_t c = 0; c < w.cols; ++c) y[c] = 0.0f;
+  for (int64_t r = 0; r < w.rows; ++r) {
+    dequant_row(w, r, row.data());
+    const float xr = x[r];
+    for (int64_t c = 0; c < w.cols; ++c) y[c] += row[c] * xr;
+  }
+}
+
+}  // namespace ref
+}  // namespace k3

@@ -1,0 +1,31 @@
+// The weight matrices kernels consume: row-major [rows, cols] with y = W x, stored as fp32,
+// bf16 or MXFP4 (compressed-tensors mxfp4-pack-quantized).  A Matrix never owns its bytes;
+// they usually live in a memory-mapped checkpoint.
+#pragma once
+
+#include <cstdint>
+
+namespace k3 {
+
+enum class WeightFormat { kF32, kBF16, kMxfp4 };
+
+struct Matrix {
+  WeightFormat format = WeightFormat::kF32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  // kF32: float[rows*cols]; kBF16: uint16_t[rows*cols];
+  // kMxfp4: uint8_t[rows*cols/2], column 2j in the low nibble of byte j, 2j+1 in the high nibble.
+  const void* data = nullptr;
+  // kMxfp4 only: E8M0 exponents uint8_t[rows*cols/32], one per 32 consecutive input columns.
+  const uint8_t* scales = nullptr;
+
+  bool empty() const { return data == nullptr; }
+  // Bytes streamed when the whole matrix is read once (weights + scales).
+  uint64_t bytes() const;
+  // The sub-matrix of rows [r0, r0 + n).
+  Matrix row_slice(int64_t r0, int64_t n) const;
+};
+
+const char* format_name(WeightFormat f);
+
+}  // namespace k3

@@ -1,0 +1,27 @@
+// MXFP4 (OCP microscaling FP4) as Kimi K3 stores its routed experts:
+//   W[r,c] = E2M1(nibble(r,c)) * 2^(scale[r, c/32] - 127)
+// E2M1 codes 0..7 = {0, .5, 1, 1.5, 2, 3, 4, 6}, 8..15 the negatives (8 = -0).  E8M0 0xFF is NaN
+// and is rejected by validate_mxfp4_scales(); 0x00 is 2^-127.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace k3 {
+
+extern const float kE2M1Values[16];
+
+// 2^(e - 127) as a float (e = 0 gives the subnormal 2^-127).  e must not be 0xFF.
+float e8m0_to_f32(uint8_t e);
+
+// Dequantises row r's `cols` values (cols a multiple of 32).
+void mxfp4_dequant_row(const uint8_t* packed_row, const uint8_t* scale_row, int64_t cols, float* out);
+
+// Quantises one row with the OCP rule (shared exponent floor(log2 amax) - 2, round to nearest
+// even on the E2M1 grid, saturate at 6).  Used by the synthetic-checkpoint writer and tests.
+void mxfp4_quant_row(const float* row, int64_t cols, uint8_t* packed_row, uint8_t* scale_row);
+
+// Returns the index of the first 0xFF (NaN) scale byte, or -1 if there is none.
+int64_t find_invalid_mxfp4_scale(const uint8_t* scales, size_t n);
+
+}  // namespace k3

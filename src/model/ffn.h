@@ -1,0 +1,21 @@
+// Feed-forward blocks: the dense GLU MLP (layer 0, shared experts) and K3's Stable LatentMoE
+// (attnres-moe.md section 2.3): fp32 sigmoid router with biased selection and unbiased,
+// renormalised weights; routed experts run in the latent (routed_expert_down_proj), combined in
+// fp32, routed_expert_norm, routed_expert_up_proj; plus the shared MLP on the full-width input.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/weights.h"
+
+namespace k3 {
+
+// y = down(act(gate x, up x)) for n rows; act is SiTU-GLU or SiLU-GLU per the config.
+void mlp_forward(const MlpWeights& w, const TextConfig& c, const float* x, int64_t n, float* y);
+
+// routes (optional): receives [n * top_k] selected experts in selection order.
+void moe_forward(const MoeWeights& w, const TextConfig& c, const float* x, int64_t n, float* y,
+                 std::vector<int32_t>* routes = nullptr);
+
+}  // namespace k3

@@ -1,0 +1,354 @@
+#include "model/k3_config.h"
+
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+#include "io/checkpoint.h"
+
+namespace k3 {
+
+bool QuantConfig::is_quantized(const std::string& module) const {
+  if (!enabled) return false;
+  for (const std::string& e : exact_)
+    if (e == module) return false;
+  for (const std::regex& r : regexes_)  // compressed-tensors uses re.match: anchored at the start
+    if (std::regex_search(module, r, std::regex_constants::match_continuous)) return false;
+  return true;
+}
+
+bool TextConfig::is_moe_layer(int layer) const {
+  return num_experts > 0 && layer >= first_k_dense_replace && moe_layer_freq > 0 && layer % moe_layer_freq == 0;
+}
+
+int TextConfig::num_kda_layers() const {
+  int n = 0;
+  for (LayerKind k : layer_kinds) n += k == LayerKind::kKda;
+  return n;
+}
+
+int TextConfig::num_mla_layers() const { return num_layers - num_kda_layers(); }
+
+std::string ModelConfig::schedule_string() const {
+  std::string s;
+  for (LayerKind k : text.layer_kinds) s += k == LayerKind::kKda ? 'K' : 'M';
+  return s;
+}
+
+using nlohmann::json;
+
+// Reads fields out of one JSON object, recording problems instead of stopping at the first.
+struct ConfigParser {
+  std::string source;
+  std::vector<std::string> problems;
+
+  void problem(const std::string& path, const std::string& what) { problems.push_back(cat(path, ": ", what)); }
+
+  const json* field(const json& obj, const std::string& path, const char* key, bool required) {
+    if (obj.contains(key) && !obj[key].is_null()) return &obj[key];
+    if (required) problem(cat(path, key), "missing");
+    return nullptr;
+  }
+
+  std::optional<int> opt_int(const json& obj, const std::string& path, const char* key, bool required, int lo = 0,
+                             int hi = 1 << 30) {
+    const json* v = field(obj, path, key, required);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_number_integer()) {
+      problem(cat(path, key), cat("expected an integer, got ", v->dump()));
+      return std::nullopt;
+    }
+    const int64_t x = v->get<int64_t>();
+    if (x < lo || x > hi) {
+      problem(cat(path, key), cat("value ", x, " is outside [", lo, ", ", hi, "]"));
+      return std::nullopt;
+    }
+    return static_cast<int>(x);
+  }
+
+  int req_int(const json& obj, const std::string& path, const char* key, int lo = 1, int hi = 1 << 30) {
+    return opt_int(obj, path, key, true, lo, hi).value_or(0);
+  }
+
+  std::optional<double> opt_num(const json& obj, const std::string& path, const char* key, bool required) {
+    const json* v = field(obj, path, key, required);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_number()) {
+      problem(cat(path, key), cat("expected a number, got ", v->dump()));
+      return std::nullopt;
+    }
+    return v->get<double>();
+  }
+
+  std::optional<bool> opt_bool(const json& obj, const std::string& path, const char* key) {
+    const json* v = field(obj, path, key, false);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_boolean()) {
+      problem(cat(path, key), cat("expected true or false, got ", v->dump()));
+      return std::nullopt;
+    }
+    return v->get<bool>();
+  }
+
+  std::optional<std::string> opt_str(const json& obj, const std::string& path, const char* key, bool required) {
+    const json* v = field(obj, path, key, required);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_string()) {
+      problem(cat(path, key), cat("expected a string, got ", v->dump()));
+      return std::nullopt;
+    }
+    return v->get<std::string>();
+  }
+
+  std::vector<int> int_list(const json& obj, const std::string& path, const char* key) {
+    std::vector<int> out;
+    const json* v = field(obj, path, key, true);
+    if (v == nullptr) return out;
+    if (!v->is_array()) {
+      problem(cat(path, key), "expected a list of integers");
+      return out;
+    }
+    for (const json& e : *v) {
+      if (!e.is_number_integer()) {
+        problem(cat(path, key), cat("entry ", e.dump(), " is not an integer"));
+        continue;
+      }
+      out.push_back(e.get<int>());
+    }
+    return out;
+  }
+
+  void parse_quant(const json& q, const std::string& path, QuantConfig* out) {
+    const std::string method = opt_str(q, path, "quant_method", true).value_or("");
+    if (!method.empty() && method != "compressed-tensors") {
+      problem(path + "quant_method", cat("'", method, "' is not supported (k3 runs compressed-tensors mxfp4-pack-quantized)"));
+      return;
+    }
+    const std::string format = opt_str(q, path, "format", false).value_or("mxfp4-pack-quantized");
+    if (format != "mxfp4-pack-quantized") {
+      problem(path + "format", cat("'", format, "' is not supported (expected mxfp4-pack-quantized)"));
+      return;
+    }
+    out->enabled = true;
+    if (q.contains("config_groups") && q["config_groups"].is_object()) {
+      for (auto it = q["config_groups"].begin(); it != q["config_groups"].end(); ++it) {
+        const std::string gp = cat(path, "config_groups.", it.key(), ".");
+        const json& g = it.value();
+        if (g.contains("format") && g["format"].is_string() && g["format"] != "mxfp4-pack-quantized")
+          problem(gp + "format", cat("'", g["format"].get<std::string>(), "' is not supported"));
+        if (g.contains("input_activations") && !g["input_activations"].is_null())
+          problem(gp + "input_activations", "activation quantisation is not supported (expected null)");
+        if (!g.contains("weights") || !g["weights"].is_object()) continue;
+        const json& w = g["weights"];
+        const std::string wp = gp + "weights.";
+        if (auto bits = opt_int(w, wp, "num_bits", false, 0); bits && *bits != 4)
+          problem(wp + "num_bits", cat(*bits, " is not supported (MXFP4 has 4)"));
+        if (auto type = opt_str(w, wp, "type", false); type && *type != "float")
+          problem(wp + "type", cat("'", *type, "' is not supported (MXFP4 is 'float')"));
+        if (auto gs = opt_int(w, wp, "group_size", false, 1); gs) {
+          if (*gs != 32) problem(wp + "group_size", cat(*gs, " is not supported (MXFP4 groups are 32)"));
+          out->group_size = *gs;
+        }
+        if (auto sym = opt_bool(w, wp, "symmetric"); sym && !*sym)
+          problem(wp + "symmetric", "asymmetric quantisation is not supported");
+      }
+    }
+    if (q.contains("ignore")) {
+      if (!q["ignore"].is_array()) {
+        problem(path + "ignore", "expected a list of strings");
+      } else {
+        for (const json& e : q["ignore"]) {
+          if (!e.is_string()) {
+            problem(path + "ignore", cat("entry ", e.dump(), " is not a string"));
+            continue;
+          }
+          const std::string pat = e.get<std::string>();
+          out->ignore_patterns.push_back(pat);
+          if (pat.rfind("re:", 0) == 0) {
+            try {
+              out->regexes_.emplace_back(pat.substr(3), std::regex::ECMAScript);
+            } catch (const std::regex_error&) {
+              problem(path + "ignore", cat("invalid regular expression '", pat, "'"));
+            }
+          } else {
+            out->exact_.push_back(pat);
+          }
+        }
+      }
+    }
+  }
+
+  void parse_text(const json& t, const std::string& p, TextConfig* c) {
+    const std::string mt = opt_str(t, p, "model_type", false).value_or("kimi_linear");
+    if (mt != "kimi_linear") problem(p + "model_type", cat("'", mt, "' is not supported (expected kimi_linear)"));
+    c->hidden_size = req_int(t, p, "hidden_size");
+    c->num_layers = req_int(t, p, "num_hidden_layers", 1, 4096);
+    c->vocab_size = req_int(t, p, "vocab_size");
+    c->rms_norm_eps = static_cast<float>(opt_num(t, p, "rms_norm_eps", false).value_or(1e-5));
+    if (c->rms_norm_eps <= 0) problem(p + "rms_norm_eps", "must be positive");
+    c->max_position_embeddings = opt_int(t, p, "max_position_embeddings", false, 1).value_or(1 << 20);
+    c->tie_word_embeddings = opt_bool(t, p, "tie_word_embeddings").value_or(false);
+
+    // Layer schedule from linear_attn_config (1-based lists).
+    const std::string lp = p + "linear_attn_config.";
+    if (!t.contains("linear_attn_config") || !t["linear_attn_config"].is_object()) {
+      problem(lp.substr(0, lp.size() - 1), "missing (k3 needs the KDA/MLA layer schedule)");
+    } else {
+      const json& l = t["linear_attn_config"];
+      c->kda.num_heads = req_int(l, lp, "num_heads");
+      c->kda.head_dim = req_int(l, lp, "head_dim");
+      c->kda.conv_kernel = opt_int(l, lp, "short_conv_kernel_size", false, 1, 64).value_or(4);
+      if (auto lb = opt_num(l, lp, "gate_lower_bound", false)) {
+        if (*lb >= 0) problem(lp + "gate_lower_bound", "must be negative");
+        c->kda.gate_lower_bound = static_cast<float>(*lb);
+      }
+      c->kda.full_rank_gate = opt_bool(l, lp, "use_full_rank_gate").value_or(false);
+      c->kda.low_rank_gate_dim = c->kda.head_dim;
+      const std::vector<int> kda = int_list(l, lp, "kda_layers");
+      const std::vector<int> full = int_list(l, lp, "full_attn_layers");
+      if (c->num_layers > 0) {
+        std::vector<int> count(c->num_layers, 0);
+        c->layer_kinds.assign(c->num_layers, LayerKind::kKda);
+        auto mark = [&](const std::vector<int>& list, LayerKind kind, const char* key) {
+          for (int one_based : list) {
+            if (one_based < 1 || one_based > c->num_layers) {
+              problem(lp + key, cat("layer ", one_based, " is outside 1..", c->num_layers, " (the lists are 1-based)"));
+              continue;
+            }
+            count[one_based - 1]++;
+            c->layer_kinds[one_based - 1] = kind;
+          }
+        };
+        mark(kda, LayerKind::kKda, "kda_layers");
+        mark(full, LayerKind::kMla, "full_attn_layers");
+        for (int i = 0; i < c->num_layers; ++i) {
+          if (count[i] == 0)
+            problem(lp.substr(0, lp.size() - 1), cat("layer ", i + 1, " (1-based) is in neither kda_layers nor full_attn_layers"));
+          if (count[i] > 1)
+            problem(lp.substr(0, lp.size() - 1), cat("layer ", i + 1, " (1-based) is listed more than once"));
+        }
+      }
+    }
+
+    // MLA.
+    c->num_heads = req_int(t, p, "num_attention_heads");
+    if (auto kvh = opt_int(t, p, "num_key_value_heads", false, 1); kvh && *kvh != c->num_heads)
+      problem(p + "num_key_value_heads", "must equal num_attention_heads for MLA");
+    c->q_lora_rank = opt_int(t, p, "q_lora_rank", false, 1);
+    c->kv_lora_rank = req_int(t, p, "kv_lora_rank");
+    c->qk_nope_head_dim = req_int(t, p, "qk_nope_head_dim");
+    c->qk_rope_head_dim = req_int(t, p, "qk_rope_head_dim", 0);
+    c->v_head_dim = req_int(t, p, "v_head_dim");
+    if (auto nope = opt_bool(t, p, "mla_use_nope"); !nope || !*nope)
+      problem(p + "mla_use_nope", "k3 runs NoPE MLA only (Kimi K3 / Kimi Linear); rotary MLA is not supported");
+    c->mla_output_gate = opt_bool(t, p, "mla_use_output_gate").value_or(false);
+
+    // FFN and MoE.
+    const std::string act = opt_str(t, p, "hidden_act", false).value_or("silu");
+    if (act == "situ") {
+      c->act = Activation::kSitu;
+    } else if (act == "silu" || act == "swish") {
+      c->act = Activation::kSilu;
+    } else {
+      problem(p + "hidden_act", cat("'", act, "' is not supported (expected situ or silu)"));
+    }
+    c->situ_beta = static_cast<float>(opt_num(t, p, "activation_situ_beta", false).value_or(4.0));
+    c->situ_linear_beta = static_cast<float>(opt_num(t, p, "activation_situ_linear_beta", false).value_or(25.0));
+    if (c->situ_beta <= 0 || c->situ_linear_beta <= 0) problem(p + "activation_situ_beta", "SiTU betas must be positive");
+    c->intermediate_size = req_int(t, p, "intermediate_size");
+    c->first_k_dense_replace = opt_int(t, p, "first_k_dense_replace", false, 0).value_or(0);
+    c->moe_layer_freq = opt_int(t, p, "moe_layer_freq", false, 1).value_or(1);
+    c->num_experts = opt_int(t, p, "num_experts", false, 0).value_or(0);
+    if (c->num_experts > 0) {
+      c->top_k = req_int(t, p, "num_experts_per_token", 1, c->num_experts);
+      c->num_shared_experts = opt_int(t, p, "num_shared_experts", false, 0).value_or(0);
+      c->moe_intermediate_size = req_int(t, p, "moe_intermediate_size");
+      c->latent_size = opt_int(t, p, "routed_expert_hidden_size", false, 1);
+      c->latent_norm = opt_bool(t, p, "latent_moe_use_norm").value_or(false);
+      if (c->latent_norm && !c->latent_size)
+        problem(p + "latent_moe_use_norm", "set without routed_expert_hidden_size");
+      c->renormalize = opt_bool(t, p, "moe_renormalize").value_or(true);
+      c->routed_scaling_factor = static_cast<float>(opt_num(t, p, "routed_scaling_factor", false).value_or(1.0));
+      const std::string func = opt_str(t, p, "moe_router_activation_func", false).value_or("sigmoid");
+      if (func != "sigmoid") problem(p + "moe_router_activation_func", cat("'", func, "' is not supported (expected sigmoid)"));
+      const std::string method = opt_str(t, p, "topk_method", false).value_or("noaux_tc");
+      if (method != "noaux_tc") problem(p + "topk_method", cat("'", method, "' is not supported (expected noaux_tc)"));
+      const int groups = opt_int(t, p, "num_expert_group", false, 1).value_or(1);
+      const int topk_group = opt_int(t, p, "topk_group", false, 1).value_or(1);
+      if (groups != 1 || topk_group != 1)
+        problem(p + "num_expert_group", cat("group-limited routing (", groups, " groups, top ", topk_group,
+                                            ") is not supported; Kimi models use 1 group"));
+    }
+    if (auto b = opt_int(t, p, "attn_res_block_size", false, 1)) c->attn_res_block_size = b;
+    if (auto n = opt_int(t, p, "num_nextn_predict_layers", false, 0); n && *n > 0)
+      problem(p + "num_nextn_predict_layers", "multi-token-prediction layers are not supported");
+    if (t.contains("quantization_config") && !t["quantization_config"].is_null())
+      parse_quant(t["quantization_config"], p + "quantization_config.", &c->quant);
+  }
+};
+
+ModelConfig parse_model_config(const std::string& json_text, const std::string& source) {
+  json root;
+  try {
+    root = json::parse(json_text);
+  } catch (const json::exception& e) {
+    fail(source, ": not valid JSON: ", e.what());
+  }
+  if (!root.is_object()) fail(source, ": expected a JSON object");
+  ConfigParser parser{source, {}};
+  ModelConfig mc;
+  mc.model_type = parser.opt_str(root, "", "model_type", true).value_or("");
+  const json* text = nullptr;
+  std::string text_path;
+  if (mc.model_type == "kimi_k3") {
+    mc.tensor_prefix = "language_model.";
+    if (!root.contains("text_config") || !root["text_config"].is_object()) {
+      parser.problem("text_config", "missing (a kimi_k3 config keeps the language model in text_config)");
+    } else {
+      text = &root["text_config"];
+      text_path = "text_config.";
+    }
+    mc.has_vision = root.contains("vision_config") && root["vision_config"].is_object();
+    mc.media_placeholder_token_id = parser.opt_int(root, "", "media_placeholder_token_id", false, 0).value_or(-1);
+  } else if (mc.model_type == "kimi_linear") {
+    text = &root;
+  } else if (!mc.model_type.empty()) {
+    parser.problem("model_type", cat("'", mc.model_type, "' is not supported (k3 runs kimi_k3 and kimi_linear)"));
+  }
+  if (text != nullptr) {
+    parser.parse_text(*text, text_path, &mc.text);
+    // Quantisation may also sit at the top level (transformers-5 re-serialisation copies it there).
+    if (!mc.text.quant.enabled && text != &root && root.contains("quantization_config") &&
+        !root["quantization_config"].is_null())
+      parser.parse_quant(root["quantization_config"], "quantization_config.", &mc.text.quant);
+    const json& ids = root.contains("eos_token_id") ? root : *text;
+    mc.bos_token_id = parser.opt_int(ids, "", "bos_token_id", false, 0).value_or(-1);
+    mc.pad_token_id = parser.opt_int(ids, "", "pad_token_id", false, 0).value_or(-1);
+    if (ids.contains("eos_token_id")) {
+      const json& e = ids["eos_token_id"];
+      if (e.is_number_integer()) {
+        mc.stop_token_ids.push_back(e.get<int>());
+      } else if (e.is_array()) {
+        for (const json& x : e)
+          if (x.is_number_integer()) mc.stop_token_ids.push_back(x.get<int>());
+      }
+    }
+    for (int id : mc.stop_token_ids)
+      if (id < 0 || id >= mc.text.vocab_size) parser.problem("eos_token_id", cat(id, " is outside the vocabulary"));
+  }
+  if (!parser.problems.empty()) {
+    std::string msg = cat(source, ": unsupported or invalid configuration (", parser.problems.size(), " problem",
+                          parser.problems.size() == 1 ? "" : "s", "):");
+    for (const std::string& p : parser.problems) msg += "\n  " + p;
+    throw Error(msg);
+  }
+  return mc;
+}
+
+ModelConfig load_model_config(const std::string& dir) {
+  const std::string path = dir + "/config.json";
+  return parse_model_config(read_text_file(path), path);
+}
+
+}  // namespace k3

@@ -1,0 +1,177 @@
+#include "model/k3_model.h"
+
+#include <algorithm>
+
+#include "base/error.h"
+#include "kernels/attn_res.h"
+#include "kernels/linear.h"
+#include "kernels/norm.h"
+#include "model/ffn.h"
+
+namespace k3 {
+
+std::unique_ptr<Model> Model::load(const std::string& dir, const ModelOptions& options) {
+  ModelConfig config = load_model_config(dir);
+  auto ckpt = std::make_unique<Checkpoint>(dir);
+  ModelWeights weights = bind_weights(*ckpt, config, options.bind);
+  return std::unique_ptr<Model>(new Model(std::move(config), std::move(ckpt), std::move(weights), options));
+}
+
+Model::Model(ModelConfig config, std::unique_ptr<Checkpoint> ckpt, ModelWeights weights, ModelOptions options)
+    : config_(std::move(config)), checkpoint_(std::move(ckpt)), weights_(std::move(weights)), options_(options) {}
+
+SequenceState Model::new_sequence(int64_t max_tokens) const {
+  const int64_t limit = config_.text.max_position_embeddings;
+  return SequenceState(config_.text, max_tokens <= 0 ? limit : std::min(max_tokens, limit));
+}
+
+namespace {
+
+// The depth-attention residual stream of one forward call (Block AttnRes), or a plain residual
+// stream when the config has no attn_res_block_size.
+class ResidualStream {
+ public:
+  ResidualStream(const TextConfig& c, int64_t rows, std::vector<float> embedding)
+      : c_(c), rows_(rows), prefix_(std::move(embedding)) {}
+
+  // Input of layer l's attention sublayer (before input_layernorm); banks at block boundaries.
+  void attn_input(int layer, const LayerWeights& w, std::vector<float>* out) {
+    if (!c_.attn_res_block_size) {
+      *out = prefix_;
+      return;
+    }
+    mix(w.attn_res_query, out);
+    boundary_ = layer % *c_.attn_res_block_size == 0;
+    if (boundary_) bank_.push_back(std::move(prefix_));
+  }
+  void add_attn(const std::vector<float>& a) {
+    if (c_.attn_res_block_size && boundary_) {
+      prefix_ = a;
+      return;
+    }
+    for (size_t i = 0; i < a.size(); ++i) prefix_[i] += a[i];
+  }
+  void mlp_input(const LayerWeights& w, std::vector<float>* out) {
+    if (!c_.attn_res_block_size) {
+      *out = prefix_;
+      return;
+    }
+    mix(w.mlp_res_query, out);
+  }
+  void add_mlp(const std::vector<float>& m) {
+    for (size_t i = 0; i < m.size(); ++i) prefix_[i] += m[i];
+  }
+  void final_output(const ModelWeights& w, std::vector<float>* out) {
+    if (!c_.attn_res_block_size) {
+      *out = prefix_;
+      return;
+    }
+    mix(w.out_res_query, out);
+  }
+
+ private:
+  void mix(const std::vector<float>& query, std::vector<float>* out) {
+    const int64_t d = c_.hidden_size;
+    out->resize(rows_ * d);
+    std::vector<const float*> src(bank_.size() + 1);
+    for (int64_t r = 0; r < rows_; ++r) {
+      for (size_t j = 0; j < bank_.size(); ++j) src[j] = bank_[j].data() + r * d;
+      src[bank_.size()] = prefix_.data() + r * d;
+      attn_res_mix(src.data(), static_cast<int>(src.size()), d, query.data(), c_.rms_norm_eps, out->data() + r * d);
+    }
+  }
+
+  const TextConfig& c_;
+  int64_t rows_;
+  std::vector<float> prefix_;
+  std::vector<std::vector<float>> bank_;
+  bool boundary_ = false;
+};
+
+}  // namespace
+
+void Model::forward(std::span<const SequenceInput> batch, std::vector<float>* logits, ForwardTrace* trace) const {
+  const TextConfig& c = config_.text;
+  const int64_t d = c.hidden_size;
+
+  // Validate the whole call before touching any state.
+  BatchLayout layout;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const SequenceInput& in = batch[i];
+    K3_CHECK(in.state != nullptr, "forward: sequence ", i, " has no state");
+    K3_CHECK(!in.tokens.empty(), "forward: sequence ", i, " has no tokens");
+    K3_CHECK(in.state->kda.size() == static_cast<size_t>(c.num_kda_layers()) &&
+                 in.state->mla.size() == static_cast<size_t>(c.num_mla_layers()),
+             "forward: sequence ", i, " state was made for another model");
+    for (size_t j = 0; j < i; ++j)
+      K3_CHECK(batch[j].state != in.state, "forward: the same sequence appears twice in one batch");
+    const int64_t len = static_cast<int64_t>(in.tokens.size());
+    const int64_t pos = in.state->position();
+    if (pos + len > in.state->max_tokens())
+      fail("input of ", len, " tokens does not fit the context: the sequence holds ", pos, " tokens and its limit is ",
+           in.state->max_tokens());
+    for (int32_t tok : in.tokens)
+      K3_CHECK(tok >= 0 && tok < c.vocab_size, "token id ", tok, " is outside the vocabulary [0, ", c.vocab_size, ")");
+    layout.segments.push_back({in.state, layout.rows, len, pos});
+    layout.rows += len;
+  }
+  const int64_t N = layout.rows;
+  if (N == 0) return;
+
+  std::vector<float> embedding(N * d);
+  {
+    int64_t r = 0;
+    for (const SequenceInput& in : batch)
+      for (int32_t tok : in.tokens) ref::dequant_row(weights_.embed, tok, &embedding[r++ * d]);
+  }
+  if (trace != nullptr) {
+    trace->attn_out.assign(c.num_layers, {});
+    trace->ffn_out.assign(c.num_layers, {});
+    trace->routes.assign(c.num_layers, {});
+  }
+
+  ResidualStream stream(c, N, std::move(embedding));
+  std::vector<float> h, normed(N * d), sub(N * d);
+  int kda_index = 0, mla_index = 0;
+  for (int l = 0; l < c.num_layers; ++l) {
+    const LayerWeights& L = weights_.layers[l];
+    stream.attn_input(l, L, &h);
+    rms_norm(h.data(), N, d, L.input_norm.data(), c.rms_norm_eps, normed.data());
+    if (L.kind == LayerKind::kKda)
+      kda_layer_forward(L.kda, c, layout, kda_index++, normed.data(), sub.data(), options_.kda);
+    else
+      mla_layer_forward(L.mla, c, layout, mla_index++, normed.data(), sub.data(), options_.mla);
+    if (trace != nullptr) trace->attn_out[l] = sub;
+    stream.add_attn(sub);
+
+    stream.mlp_input(L, &h);
+    rms_norm(h.data(), N, d, L.post_norm.data(), c.rms_norm_eps, normed.data());
+    if (L.moe)
+      moe_forward(L.moe_w, c, normed.data(), N, sub.data(), trace != nullptr ? &trace->routes[l] : nullptr);
+    else
+      mlp_forward(L.dense, c, normed.data(), N, sub.data());
+    if (trace != nullptr) trace->ffn_out[l] = sub;
+    stream.add_mlp(sub);
+  }
+  stream.final_output(weights_, &h);
+  if (trace != nullptr) trace->final_hidden = h;
+  for (const BatchSegment& s : layout.segments) s.state->position_ += s.len;
+
+  // Final norm + lm_head on the requested rows only.
+  std::vector<int64_t> rows;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const BatchSegment& s = layout.segments[i];
+    if (batch[i].all_logits)
+      for (int64_t r = 0; r < s.len; ++r) rows.push_back(s.row0 + r);
+    else
+      rows.push_back(s.row0 + s.len - 1);
+  }
+  std::vector<float> picked(rows.size() * d);
+  for (size_t i = 0; i < rows.size(); ++i)
+    rms_norm(&h[rows[i] * d], 1, d, weights_.final_norm.data(), c.rms_norm_eps, &picked[i * d]);
+  const size_t base = logits->size();
+  logits->resize(base + rows.size() * static_cast<size_t>(c.vocab_size));
+  linear(weights_.lm_head, picked.data(), static_cast<int64_t>(rows.size()), logits->data() + base);
+}
+
+}  // namespace k3

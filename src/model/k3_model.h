@@ -1,0 +1,60 @@
+// The Kimi K3 text model: config + bound weights + the forward pass of attnres-moe.md section
+// 1.6.  forward() runs new tokens of any number of sequences in one call (prefill chunks and
+// decode steps alike) and advances their states; it validates everything first, so a rejected
+// call leaves every state untouched.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "io/checkpoint.h"
+#include "model/batch.h"
+#include "model/k3_config.h"
+#include "model/kda_layer.h"
+#include "model/mla_layer.h"
+#include "model/sequence_state.h"
+#include "model/weights.h"
+
+namespace k3 {
+
+struct SequenceInput {
+  SequenceState* state = nullptr;
+  std::span<const int32_t> tokens;
+  bool all_logits = false;  // logits for every new token, or only for the last one
+};
+
+struct ModelOptions {
+  KdaOptions kda;
+  MlaOptions mla;
+  BindOptions bind;
+};
+
+class Model {
+ public:
+  // Opens, validates and binds DIR (config.json + safetensors).  Throws k3::Error.
+  static std::unique_ptr<Model> load(const std::string& dir, const ModelOptions& options = {});
+
+  const ModelConfig& config() const { return config_; }
+  const TextConfig& text() const { return config_.text; }
+  const ModelWeights& weights() const { return weights_; }
+  ModelOptions& options() { return options_; }
+
+  // A fresh sequence that may hold up to max_tokens (0 = max_position_embeddings).
+  SequenceState new_sequence(int64_t max_tokens = 0) const;
+
+  // Appends logits rows (vocab floats each) to *logits in input order: all new tokens of
+  // sequences with all_logits, else their last token.  trace: optional intermediates.
+  void forward(std::span<const SequenceInput> batch, std::vector<float>* logits, ForwardTrace* trace = nullptr) const;
+
+ private:
+  Model(ModelConfig config, std::unique_ptr<Checkpoint> ckpt, ModelWeights weights, ModelOptions options);
+
+  ModelConfig config_;
+  std::unique_ptr<Checkpoint> checkpoint_;
+  ModelWeights weights_;
+  ModelOptions options_;
+};
+
+}  // namespace k3

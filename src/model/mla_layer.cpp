@@ -1,0 +1,103 @@
+#include "model/mla_layer.h"
+
+#include <cmath>
+#include <vector>
+
+#include "kernels/activation.h"
+#include "kernels/attention.h"
+#include "kernels/linear.h"
+#include "kernels/norm.h"
+
+namespace k3 {
+namespace {
+
+struct Dims {
+  int H, nope, rope, vdim, lora, qk, width, kvb;  // kvb = nope + vdim rows per head in kv_b
+};
+
+// Queries [len, H*qk] of one segment against its cache via the absorbed form.
+void attend_absorbed(const MlaWeights& w, const Dims& m, const float* cache, const float* q, int64_t len, int64_t pos0,
+                     float scale, float* o) {
+  std::vector<float> qfull(m.width), olat(m.lora), scratch(pos0 + len);
+  for (int64_t i = 0; i < len; ++i) {
+    const int64_t n = pos0 + i + 1;  // causal: sees itself and everything before
+    for (int h = 0; h < m.H; ++h) {
+      const float* qh = q + i * m.H * m.qk + static_cast<int64_t>(h) * m.qk;
+      linear_transposed(w.kv_b.row_slice(static_cast<int64_t>(h) * m.kvb, m.nope), qh, qfull.data());
+      for (int r = 0; r < m.rope; ++r) qfull[m.lora + r] = qh[m.nope + r];
+      attend_one(qfull.data(), cache, m.width, cache, m.width, n, m.width, m.lora, scale, olat.data(), scratch.data());
+      linear(w.kv_b.row_slice(static_cast<int64_t>(h) * m.kvb + m.nope, m.vdim), olat.data(), 1,
+             o + i * m.H * m.vdim + static_cast<int64_t>(h) * m.vdim);
+    }
+  }
+}
+
+// The same via decompressed per-head keys and values.
+void attend_naive(const MlaWeights& w, const Dims& m, const float* cache, const float* q, int64_t len, int64_t pos0,
+                  float scale, float* o) {
+  const int64_t n = pos0 + len;
+  std::vector<float> lat(n * m.lora), kv(n * m.H * m.kvb), keys(n * m.qk), scratch(n);
+  for (int64_t s = 0; s < n; ++s)
+    for (int j = 0; j < m.lora; ++j) lat[s * m.lora + j] = cache[s * m.width + j];
+  linear(w.kv_b, lat.data(), n, kv.data());
+  for (int h = 0; h < m.H; ++h) {
+    for (int64_t s = 0; s < n; ++s) {
+      const float* src = &kv[s * m.H * m.kvb + static_cast<int64_t>(h) * m.kvb];
+      float* key = &keys[s * m.qk];
+      for (int j = 0; j < m.nope; ++j) key[j] = src[j];
+      for (int r = 0; r < m.rope; ++r) key[m.nope + r] = cache[s * m.width + m.lora + r];
+    }
+    const float* values = &kv[static_cast<int64_t>(h) * m.kvb + m.nope];
+    for (int64_t i = 0; i < len; ++i) {
+      const float* qh = q + i * m.H * m.qk + static_cast<int64_t>(h) * m.qk;
+      attend_one(qh, keys.data(), m.qk, values, static_cast<int64_t>(m.H) * m.kvb, pos0 + i + 1, m.qk, m.vdim, scale,
+                 o + i * m.H * m.vdim + static_cast<int64_t>(h) * m.vdim, scratch.data());
+    }
+  }
+}
+
+}  // namespace
+
+void mla_layer_forward(const MlaWeights& w, const TextConfig& c, const BatchLayout& batch, int index, const float* x,
+                       float* out, const MlaOptions& options) {
+  const int64_t N = batch.rows;
+  Dims m{c.num_heads, c.qk_nope_head_dim, c.qk_rope_head_dim, c.v_head_dim, c.kv_lora_rank,
+         c.mla_qk_head_dim(), c.mla_cache_width(), c.qk_nope_head_dim + c.v_head_dim};
+
+  std::vector<float> q(N * m.H * m.qk);
+  if (!w.q_a.empty()) {
+    std::vector<float> cq(N * w.q_a.rows);
+    linear(w.q_a, x, N, cq.data());
+    rms_norm(cq.data(), N, w.q_a.rows, w.q_a_norm.data(), c.mla_norm_eps, cq.data());
+    linear(w.q_b, cq.data(), N, q.data());
+  } else {
+    linear(w.q_b, x, N, q.data());
+  }
+  std::vector<float> ckv(N * m.width);
+  linear(w.kv_a, x, N, ckv.data());
+  for (int64_t t = 0; t < N; ++t)
+    rms_norm(&ckv[t * m.width], 1, m.lora, w.kv_a_norm.data(), c.mla_norm_eps, &ckv[t * m.width]);
+
+  const float scale = 1.0f / std::sqrt(static_cast<float>(m.qk));
+  std::vector<float> o(N * m.H * m.vdim);
+  for (const BatchSegment& s : batch.segments) {
+    std::vector<float>& cache = s.state->mla[index].latent;
+    cache.insert(cache.end(), ckv.begin() + s.row0 * m.width, ckv.begin() + (s.row0 + s.len) * m.width);
+    const float* qs = q.data() + s.row0 * m.H * m.qk;
+    float* os = o.data() + s.row0 * m.H * m.vdim;
+    const bool naive = options.mode == MlaMode::kNaive ||
+                       (options.mode == MlaMode::kAuto && s.len >= options.naive_min_tokens);
+    if (naive)
+      attend_naive(w, m, cache.data(), qs, s.len, s.pos0, scale, os);
+    else
+      attend_absorbed(w, m, cache.data(), qs, s.len, s.pos0, scale, os);
+  }
+  if (!w.g.empty()) {
+    std::vector<float> gate(N * m.H * m.vdim);
+    linear(w.g, x, N, gate.data());
+    for (size_t i = 0; i < o.size(); ++i) o[i] *= sigmoid(gate[i]);
+  }
+  linear(w.o, o.data(), N, out);
+}
+
+}  // namespace k3

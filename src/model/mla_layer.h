@@ -1,0 +1,26 @@
+// Gated Multi-head Latent Attention, NoPE (k3-model.md section 3) over a batch.  Each sequence
+// caches one latent row per token: kv_a_layernorm(c_kv) followed by the raw k_rope.
+//   absorbed: q_lat = W_UK^T q_nope attends the latent rows directly (MQA over 576 dims), and
+//             W_UV maps the attended latent back -- cheapest when few queries read a long cache;
+//   naive:    the cache is decompressed through kv_b into per-head K and V first -- cheaper for
+//             long prefills.
+// Both are the same math; the scale is (qk_nope + qk_rope)^-1/2; nothing is rotated.  The
+// output is multiplied by sigmoid(g_proj x) before o_proj.
+#pragma once
+
+#include "model/batch.h"
+#include "model/weights.h"
+
+namespace k3 {
+
+enum class MlaMode { kAuto, kAbsorbed, kNaive };
+
+struct MlaOptions {
+  MlaMode mode = MlaMode::kAuto;
+  int64_t naive_min_tokens = 128;  // kAuto: segments with at least this many new tokens use naive
+};
+
+void mla_layer_forward(const MlaWeights& w, const TextConfig& c, const BatchLayout& batch, int index, const float* x,
+                       float* out, const MlaOptions& options = {});
+
+}  // namespace k3

@@ -1,0 +1,45 @@
+// Everything one sequence carries between forward calls: per KDA layer the fp32 recurrent
+// state (heads x V x K, V-first) and the short-conv history (the last W-1 raw q/k/v
+// projections), per MLA layer the latent cache (576-wide rows in K3: kv_a_layernorm(c_kv) then
+// k_rope), and the number of tokens consumed.  AttnRes needs no cross-token state.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/k3_config.h"
+
+namespace k3 {
+
+struct KdaLayerState {
+  std::vector<float> recurrent;  // [H][V][K]
+  std::vector<float> conv_q, conv_k, conv_v;  // [W-1][P] each, oldest row first
+};
+
+struct MlaLayerState {
+  std::vector<float> latent;  // [len][kv_lora + rope]
+};
+
+class SequenceState {
+ public:
+  SequenceState() = default;
+  // max_tokens: the context limit this sequence may grow to.
+  SequenceState(const TextConfig& config, int64_t max_tokens);
+
+  void reset();
+  int64_t position() const { return position_; }
+  int64_t max_tokens() const { return max_tokens_; }
+  // Bytes currently held (states + caches).
+  uint64_t bytes() const;
+
+  // Used by the model's layers; index = the layer's ordinal among its kind.
+  std::vector<KdaLayerState> kda;
+  std::vector<MlaLayerState> mla;
+
+ private:
+  friend class Model;
+  int64_t position_ = 0;
+  int64_t max_tokens_ = 0;
+};
+
+}  // namespace k3

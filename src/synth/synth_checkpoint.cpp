@@ -1,0 +1,336 @@
+#include "synth/synth_checkpoint.h"
+
+#include <sys/stat.h>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+
+#include "base/error.h"
+#include "base/numeric_types.h"
+#include "base/progress.h"
+#include "base/rng.h"
+#include "io/safetensors_writer.h"
+#include "kernels/mxfp4.h"
+#include "model/k3_config.h"
+
+namespace k3 {
+namespace {
+
+using nlohmann::json;
+
+json preset_text_config(const std::string& preset) {
+  json t;
+  if (preset == "tiny") {
+    t = {{"hidden_size", 256},         {"num_hidden_layers", 9},      {"vocab_size", 2048},
+         {"num_attention_heads", 4},   {"num_key_value_heads", 4},    {"q_lora_rank", 128},
+         {"kv_lora_rank", 64},         {"qk_nope_head_dim", 32},      {"qk_rope_head_dim", 16},
+         {"v_head_dim", 32},           {"intermediate_size", 512},    {"num_experts", 16},
+         {"num_experts_per_token", 4}, {"num_shared_experts", 2},     {"moe_intermediate_size", 64},
+         {"routed_expert_hidden_size", 128}, {"attn_res_block_size", 4}, {"max_position_embeddings", 8192},
+         {"kda_num_heads", 4},         {"kda_head_dim", 64}};
+  } else if (preset == "k3-width") {
+    // Full Kimi K3 widths; 4 layers (3 KDA + 1 MLA) and 64 experts keep it a few GB.
+    t = {{"hidden_size", 7168},         {"num_hidden_layers", 4},       {"vocab_size", 163840},
+         {"num_attention_heads", 96},   {"num_key_value_heads", 96},    {"q_lora_rank", 1536},
+         {"kv_lora_rank", 512},         {"qk_nope_head_dim", 128},      {"qk_rope_head_dim", 64},
+         {"v_head_dim", 128},           {"intermediate_size", 33792},   {"num_experts", 64},
+         {"num_experts_per_token", 16}, {"num_shared_experts", 2},      {"moe_intermediate_size", 3072},
+         {"routed_expert_hidden_size", 3584}, {"attn_res_block_size", 12}, {"max_position_embeddings", 1048576},
+         {"kda_num_heads", 96},         {"kda_head_dim", 128}};
+  } else {
+    fail("unknown synth preset '", preset, "' (known: tiny, k3-width)");
+  }
+  return t;
+}
+
+// Builds the official-layout config.json from flat settings.
+json build_config(json flat) {
+  const int L = flat["num_hidden_layers"].get<int>();
+  const int V = flat["vocab_size"].get<int>();
+  K3_CHECK(V >= 512, "synth: vocab_size must be at least 512 (256 bytes + 256 special tokens)");
+  // K3's schedule: every 4th layer and the last one are MLA (1-based lists).
+  json kda = json::array(), full = json::array();
+  for (int i = 1; i <= L; ++i) {
+    if (i % 4 == 0 || (i == L && L > 1)) full.push_back(i);
+    else kda.push_back(i);
+  }
+  const int bos = V - 256;
+  json text = {{"model_type", "kimi_linear"},
+               {"architectures", {"KimiLinearForCausalLM"}},
+               {"hidden_act", "situ"},
+               {"activation_situ_beta", 4.0},
+               {"activation_situ_linear_beta", 25.0},
+               {"rms_norm_eps", 1e-5},
+               {"first_k_dense_replace", 1},
+               {"moe_layer_freq", 1},
+               {"moe_renormalize", true},
+               {"moe_router_activation_func", "sigmoid"},
+               {"topk_method", "noaux_tc"},
+               {"use_grouped_topk", true},
+               {"num_expert_group", 1},
+               {"topk_group", 1},
+               {"routed_scaling_factor", 1.0},
+               {"latent_moe_use_norm", true},
+               {"mla_use_nope", true},
+               {"mla_use_output_gate", true},
+               {"num_nextn_predict_layers", 0},
+               {"tie_word_embeddings", false},
+               {"bos_token_id", bos},
+               {"eos_token_id", bos + 2},
+               {"pad_token_id", bos + 255},
+               {"dtype", "bfloat16"}};
+  json lin = {{"full_attn_layers", full},
+              {"kda_layers", kda},
+              {"num_heads", flat["kda_num_heads"]},
+              {"head_dim", flat["kda_head_dim"]},
+              {"short_conv_kernel_size", 4},
+              {"gate_lower_bound", -5.0},
+              {"use_full_rank_gate", true}};
+  flat.erase("kda_num_heads");
+  flat.erase("kda_head_dim");
+  for (auto it = flat.begin(); it != flat.end(); ++it) text[it.key()] = it.value();
+  text["linear_attn_config"] = lin;
+  text["quantization_config"] = {
+      {"quant_method", "compressed-tensors"},
+      {"format", "mxfp4-pack-quantized"},
+      {"quantization_status", "compressed"},
+      {"config_groups",
+       {{"group_0",
+         {{"format", "mxfp4-pack-quantized"},
+          {"targets", {"Linear"}},
+          {"input_activations", nullptr},
+          {"output_activations", nullptr},
+          {"weights",
+           {{"num_bits", 4}, {"type", "float"}, {"strategy", "group"}, {"group_size", 32}, {"symmetric", true},
+            {"dynamic", false}, {"scale_dtype", "torch.uint8"}, {"observer", "minmax"}}}}}}},
+      {"ignore",
+       {"re:.*self_attn.*", "re:.*shared_experts.*", "re:.*mlp\\.(gate|up|gate_up|down)_proj.*", "re:.*lm_head.*",
+        "re:.*vision_tower.*", "re:.*mm_projector.*"}}};
+  return {{"architectures", {"KimiK3ForConditionalGeneration"}},
+          {"model_type", "kimi_k3"},
+          {"bos_token_id", bos},
+          {"eos_token_id", bos + 2},
+          {"pad_token_id", bos + 255},
+          {"media_placeholder_token_id", bos + 21},
+          {"image_placeholder", "<|kimi_image_placeholder|>"},
+          {"dtype", "bfloat16"},
+          {"tie_word_embeddings", false},
+          {"k3_synthetic", true},
+          {"text_config", text}};
+}
+
+uint64_t name_seed(uint64_t seed, const std::string& name) {
+  uint64_t h = 1469598103934665603ULL ^ seed;
+  for (unsigned char ch : name) h = (h ^ ch) * 1099511628211ULL;
+  return h;
+}
+
+// One tensor to write: its shard and how to fill it.
+struct Planned {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+  SafetensorsWriter::Fill fill;
+  int shard;
+};
+
+class Planner {
+ public:
+  explicit Planner(uint64_t seed) : seed_(seed) {}
+  std::vector<Planned> tensors;
+  int shard = 0;
+
+  void bf16(const std::string& name, std::vector<int64_t> shape, double std, double mean = 0.0) {
+    const uint64_t s = name_seed(seed_, name);
+    tensors.push_back({name, DType::kBF16, std::move(shape), [s, std, mean](uint8_t* dst, size_t n) {
+                         Rng rng(s);
+                         auto* p = reinterpret_cast<uint16_t*>(dst);
+                         for (size_t i = 0; i < n / 2; ++i)
+                           p[i] = f32_to_bf16(static_cast<float>(mean + std * rng.normal()));
+                       },
+                       shard});
+  }
+  void f32(const std::string& name, std::vector<int64_t> shape, std::function<float(Rng&, size_t)> gen) {
+    const uint64_t s = name_seed(seed_, name);
+    tensors.push_back({name, DType::kF32, std::move(shape), [s, gen](uint8_t* dst, size_t n) {
+                         Rng rng(s);
+                         auto* p = reinterpret_cast<float*>(dst);
+                         for (size_t i = 0; i < n / 4; ++i) p[i] = gen(rng, i);
+                       },
+                       shard});
+  }
+  void mxfp4(const std::string& module, int64_t rows, int64_t cols, double std) {
+    K3_CHECK(cols % 32 == 0, "synth: MXFP4 tensor ", module, " needs a width divisible by 32 (got ", cols, ")");
+    // Both tensors are generated from the same rows; the scale pass re-generates them.
+    const uint64_t s = name_seed(seed_, module);
+    auto rowgen = [s, rows, cols, std](bool want_scales, uint8_t* dst) {
+      Rng rng(s);
+      std::vector<float> row(cols);
+      std::vector<uint8_t> packed(cols / 2), scales(cols / 32);
+      for (int64_t r = 0; r < rows; ++r) {
+        for (auto& v : row) v = static_cast<float>(std * rng.normal());
+        mxfp4_quant_row(row.data(), cols, packed.data(), scales.data());
+        if (want_scales)
+          std::copy(scales.begin(), scales.end(), dst + r * (cols / 32));
+        else
+          std::copy(packed.begin(), packed.end(), dst + r * (cols / 2));
+      }
+    };
+    tensors.push_back({module + ".weight_packed", DType::kU8, {rows, cols / 2},
+                       [rowgen](uint8_t* dst, size_t) { rowgen(false, dst); }, shard});
+    tensors.push_back({module + ".weight_scale", DType::kU8, {rows, cols / 32},
+                       [rowgen](uint8_t* dst, size_t) { rowgen(true, dst); }, shard});
+  }
+  void norm(const std::string& name, int64_t n) { bf16(name, {n}, 0.1, 1.0); }
+
+ private:
+  uint64_t seed_;
+};
+
+void plan_layer(Planner& p, const TextConfig& c, int l) {
+  const std::string pre = cat("language_model.model.layers.", l, ".");
+  const int64_t d = c.hidden_size;
+  const double sd = 1.0 / std::sqrt(static_cast<double>(d));
+  p.norm(pre + "input_layernorm.weight", d);
+  p.norm(pre + "post_attention_layernorm.weight", d);
+  p.norm(pre + "self_attention_res_norm.weight", d);
+  p.norm(pre + "mlp_res_norm.weight", d);
+  p.bf16(pre + "self_attention_res_proj.weight", {1, d}, 2.0 * sd);
+  p.bf16(pre + "mlp_res_proj.weight", {1, d}, 2.0 * sd);
+  const std::string a = pre + "self_attn.";
+  if (c.layer_kinds[l] == LayerKind::kKda) {
+    const int64_t H = c.kda.num_heads, D = c.kda.head_dim, P = c.kda_width(), W = c.kda.conv_kernel;
+    for (const char* n : {"q_proj", "k_proj", "v_proj", "g_proj"}) p.bf16(a + n + ".weight", {P, d}, sd);
+    for (const char* n : {"q_conv1d", "k_conv1d", "v_conv1d"})
+      p.f32(a + n + ".weight", {P, 1, W}, [](Rng& r, size_t) { return static_cast<float>(0.5 * r.normal()); });
+    p.bf16(a + "f_a_proj.weight", {D, d}, sd);
+    p.bf16(a + "f_b_proj.weight", {P, D}, 1.0 / std::sqrt(static_cast<double>(D)));
+    p.bf16(a + "b_proj.weight", {H, d}, sd);
+    // As released: A_log has head_dim entries, only the first num_heads live.
+    p.f32(a + "A_log", {D}, [H](Rng& r, size_t i) {
+      return i < static_cast<size_t>(H) ? static_cast<float>(std::log(r.uniform(0.47, 11.8))) : 0.0f;
+    });
+    p.f32(a + "dt_bias", {P}, [](Rng& r, size_t) { return static_cast<float>(r.uniform(-7.9, 0.18)); });
+    p.f32(a + "o_norm.weight", {D}, [](Rng& r, size_t) { return static_cast<float>(1.0 + 0.1 * r.normal()); });
+    p.bf16(a + "o_proj.weight", {d, P}, 1.0 / std::sqrt(static_cast<double>(P)));
+  } else {
+    const int64_t H = c.num_heads, qk = c.mla_qk_head_dim(), qr = c.q_lora_rank.value_or(0);
+    p.bf16(a + "q_a_proj.weight", {qr, d}, sd);
+    p.norm(a + "q_a_layernorm.weight", qr);
+    p.bf16(a + "q_b_proj.weight", {H * qk, qr}, 1.0 / std::sqrt(static_cast<double>(qr)));
+    p.bf16(a + "kv_a_proj_with_mqa.weight", {c.mla_cache_width(), d}, sd);
+    p.norm(a + "kv_a_layernorm.weight", c.kv_lora_rank);
+    p.bf16(a + "kv_b_proj.weight", {H * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank},
+           1.0 / std::sqrt(static_cast<double>(c.kv_lora_rank)));
+    p.bf16(a + "g_proj.weight", {H * c.v_head_dim, d}, sd);
+    p.bf16(a + "o_proj.weight", {d, H * c.v_head_dim}, 1.0 / std::sqrt(static_cast<double>(H * c.v_head_dim)));
+  }
+  if (!c.is_moe_layer(l)) {
+    const int64_t I = c.intermediate_size;
+    p.bf16(pre + "mlp.gate_proj.weight", {I, d}, sd);
+    p.bf16(pre + "mlp.up_proj.weight", {I, d}, sd);
+    p.bf16(pre + "mlp.down_proj.weight", {d, I}, 1.0 / std::sqrt(static_cast<double>(I)));
+    return;
+  }
+  const std::string f = pre + "block_sparse_moe.";
+  const int64_t E = c.num_experts, lat = c.latent_size.value_or(d), m = c.moe_intermediate_size;
+  const int64_t s = m * c.num_shared_experts;
+  p.bf16(f + "gate.weight", {E, d}, sd);
+  p.f32(f + "gate.e_score_correction_bias", {E}, [](Rng& r, size_t) { return static_cast<float>(0.02 * r.normal()); });
+  p.bf16(f + "routed_expert_down_proj.weight", {lat, d}, sd);
+  p.bf16(f + "routed_expert_up_proj.weight", {d, lat}, 1.0 / std::sqrt(static_cast<double>(lat)));
+  p.norm(f + "routed_expert_norm.weight", lat);
+  for (int64_t e = 0; e < E; ++e) {
+    const std::string x = cat(f, "experts.", e, ".");
+    p.mxfp4(x + "w1", m, lat, 1.0 / std::sqrt(static_cast<double>(lat)));
+    p.mxfp4(x + "w3", m, lat, 1.0 / std::sqrt(static_cast<double>(lat)));
+    p.mxfp4(x + "w2", lat, m, 1.0 / std::sqrt(static_cast<double>(m)));
+  }
+  if (s > 0) {
+    p.bf16(f + "shared_experts.gate_proj.weight", {s, d}, sd);
+    p.bf16(f + "shared_experts.up_proj.weight", {s, d}, sd);
+    p.bf16(f + "shared_experts.down_proj.weight", {d, s}, 1.0 / std::sqrt(static_cast<double>(s)));
+  }
+}
+
+std::string shard_name(int i, int n) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "model-%05d-of-%06d.safetensors", i + 1, n);
+  return buf;
+}
+
+}  // namespace
+
+std::vector<std::string> synth_presets() { return {"tiny", "k3-width"}; }
+
+json synth_config(const SynthOptions& options) {
+  json flat = preset_text_config(options.preset);
+  K3_CHECK(options.overrides.is_object(), "synth: overrides must be a JSON object");
+  for (auto it = options.overrides.begin(); it != options.overrides.end(); ++it) {
+    K3_CHECK(flat.contains(it.key()), "synth: unknown setting '", it.key(), "'");
+    K3_CHECK(it.value().is_number_integer() && it.value().get<int64_t>() > 0, "synth: setting '", it.key(),
+             "' must be a positive integer");
+    flat[it.key()] = it.value();
+  }
+  K3_CHECK(flat["num_experts_per_token"].get<int>() <= flat["num_experts"].get<int>(),
+           "synth: num_experts_per_token exceeds num_experts");
+  json cfg = build_config(flat);
+  parse_model_config(cfg.dump(), "synthetic config");  // must load as-is
+  return cfg;
+}
+
+void write_synth_checkpoint(const std::string& dir, const SynthOptions& options) {
+  const json cfg = synth_config(options);
+  const ModelConfig mc = parse_model_config(cfg.dump(), "synthetic config");
+  const TextConfig& c = mc.text;
+  ::mkdir(dir.c_str(), 0755);
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) fail(dir, ": cannot create directory");
+
+  Planner p(options.seed);
+  const int64_t d = c.hidden_size;
+  for (int l = 0; l < c.num_layers; ++l) {
+    p.shard = l;  // remapped to shard indices below
+    plan_layer(p, c, l);
+  }
+  p.shard = c.num_layers;
+  p.bf16("language_model.model.embed_tokens.weight", {c.vocab_size, d}, 0.7);
+  p.bf16("language_model.lm_head.weight", {c.vocab_size, d}, 1.0 / std::sqrt(static_cast<double>(d)));
+  p.norm("language_model.model.norm.weight", d);
+  p.norm("language_model.model.output_attn_res_norm.weight", d);
+  p.bf16("language_model.model.output_attn_res_proj.weight", {1, d}, 2.0 / std::sqrt(static_cast<double>(d)));
+
+  uint64_t total = 0;
+  for (const Planned& t : p.tensors) {
+    uint64_t n = dtype_size(t.dtype);
+    for (int64_t x : t.shape) n *= static_cast<uint64_t>(x);
+    total += n;
+  }
+  int shards = options.shards;
+  if (shards <= 0) shards = static_cast<int>(std::max<uint64_t>(2, (total + (2ull << 30) - 1) / (2ull << 30)));
+  shards = std::min(shards, c.num_layers + 1);
+  // Layer l -> shard l*shards/(L+1); the top-level tensors go to the last shard, as released.
+  std::vector<SafetensorsWriter> writers(shards);
+  json weight_map = json::object();
+  for (Planned& t : p.tensors) {
+    const int s = static_cast<int>(static_cast<int64_t>(t.shard) * shards / (c.num_layers + 1));
+    weight_map[t.name] = shard_name(s, shards);
+    writers[s].add(t.name, t.dtype, t.shape, std::move(t.fill));
+  }
+  Progress progress("writing " + dir, total >> 20, "MiB");
+  uint64_t written = 0;
+  for (int s = 0; s < shards; ++s)
+    writers[s].write(dir + "/" + shard_name(s, shards), [&](uint64_t bytes) {
+      written += bytes;
+      progress.set(written >> 20);
+    });
+  progress.finish();
+  const json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
+  std::ofstream(dir + "/model.safetensors.index.json") << index.dump(2) << "\n";
+  std::ofstream out(dir + "/config.json");
+  out << cfg.dump(2) << "\n";
+  if (!out) fail(dir, "/config.json: write failed");
+}
+
+}  // namespace k3

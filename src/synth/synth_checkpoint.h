@@ -1,0 +1,32 @@
+// Writes synthetic Kimi K3 checkpoints in the official layout (config.json with a kimi_k3
+// top level and kimi_linear text_config, sharded safetensors + index, BF16 trunk, F32 gate
+// parameters, MXFP4 routed experts) from deterministic random weights at realistic scales.
+// Presets: "tiny" (the built-in default model) and "k3-width" (full Kimi K3 widths with few
+// layers and experts, for benchmarks); any text_config key can be overridden.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace k3 {
+
+struct SynthOptions {
+  std::string preset = "tiny";
+  nlohmann::json overrides = nlohmann::json::object();  // text_config keys (layers, widths ...)
+  uint64_t seed = 0x6b33;                               // "k3"
+  int shards = 0;                                       // 0 = choose from the size
+};
+
+// The full config.json the options describe (validated by the same parser k3 loads with).
+nlohmann::json synth_config(const SynthOptions& options);
+
+// Names of the presets.
+std::vector<std::string> synth_presets();
+
+// Writes the checkpoint into dir (created if missing).  Throws k3::Error.
+void write_synth_checkpoint(const std::string& dir, const SynthOptions& options);
+
+}  // namespace k3

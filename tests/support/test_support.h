@@ -1,0 +1,49 @@
+// Shared helpers for k3's tests: where the fixtures are, scratch directories, and running the
+// `k3` executable as a user would.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "io/safetensors.h"
+
+namespace k3::testing {
+
+// A golden fixture folder (e.g. "k3-tiny-a"): the byte-identical copy under tests/data/fixtures.
+std::string fixture_dir(const std::string& name);
+// ../shared/fixtures/<name> when present (for the identity check), else "".
+std::string shared_fixture_dir(const std::string& name);
+
+// A fresh empty directory, removed when the object dies.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+// Runs `k3 <args>` (args are passed through /bin/sh; quote as needed).
+CommandResult run_k3(const std::string& args, const std::string& stdin_text = "");
+std::string k3_binary();
+
+// Reads an F32 tensor into a vector (asserts dtype).
+std::vector<float> read_f32(const SafetensorsFile& f, const std::string& name);
+std::vector<int32_t> read_i32(const SafetensorsFile& f, const std::string& name);
+
+std::string read_file(const std::string& path);
+void write_file(const std::string& path, const std::string& data);
+void copy_dir(const std::string& from, const std::string& to);
+
+}  // namespace k3::testing
