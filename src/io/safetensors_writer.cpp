@@ -28,21 +28,19 @@ void SafetensorsWriter::add_bytes(const std::string& name, DType dtype, std::vec
   add(name, dtype, std::move(shape), [shared, name](uint8_t* dst, size_t nbytes) {
     K3_CHECK(shared->size() == nbytes, "safetensors writer: tensor '", name, "' has ", shared->size(),
              " bytes, shape needs ", nbytes);
-    std::memcpy(dst, shared->data(), nbytes);
+    if (nbytes != 0) std::memcpy(dst, shared->data(), nbytes);
   });
 }
 
 void SafetensorsWriter::add_f32(const std::string& name, std::vector<int64_t> shape, const std::vector<float>& values) {
-  std::vector<uint8_t> bytes(values.size() * 4);
-  std::memcpy(bytes.data(), values.data(), bytes.size());
-  add_bytes(name, DType::kF32, std::move(shape), std::move(bytes));
+  const auto* p = reinterpret_cast<const uint8_t*>(values.data());
+  add_bytes(name, DType::kF32, std::move(shape), std::vector<uint8_t>(p, p + values.size() * 4));
 }
 
 void SafetensorsWriter::add_i32(const std::string& name, std::vector<int64_t> shape,
                                 const std::vector<int32_t>& values) {
-  std::vector<uint8_t> bytes(values.size() * 4);
-  std::memcpy(bytes.data(), values.data(), bytes.size());
-  add_bytes(name, DType::kI32, std::move(shape), std::move(bytes));
+  const auto* p = reinterpret_cast<const uint8_t*>(values.data());
+  add_bytes(name, DType::kI32, std::move(shape), std::vector<uint8_t>(p, p + values.size() * 4));
 }
 
 uint64_t SafetensorsWriter::data_bytes() const {

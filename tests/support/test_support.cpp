@@ -10,7 +10,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 
 namespace k3::testing {
 
@@ -89,6 +92,47 @@ void copy_dir(const std::string& from, const std::string& to) {
   std::filesystem::copy(from, to, std::filesystem::copy_options::recursive);
   for (const auto& e : std::filesystem::recursive_directory_iterator(to))
     std::filesystem::permissions(e.path(), std::filesystem::perms::owner_write, std::filesystem::perm_options::add);
+}
+
+void rewrite_safetensors(const std::string& path, const std::function<bool(TensorEdit&)>& edit,
+                         const std::vector<TensorEdit>& prepend) {
+  std::vector<TensorEdit> tensors = prepend;
+  std::map<std::string, std::string> metadata;
+  {
+    SafetensorsFile f(path);
+    metadata = f.metadata();
+    for (const auto& [name, t] : f.tensors()) {
+      TensorEdit e{name, t.dtype, t.shape, std::vector<uint8_t>(t.data, t.data + t.nbytes)};
+      if (edit(e)) tensors.push_back(std::move(e));
+    }
+  }
+  // Written by hand so tests can produce headers the real writer would refuse.
+  nlohmann::json header = nlohmann::json::object();
+  header["__metadata__"] = metadata;
+  uint64_t off = 0;
+  for (const TensorEdit& e : tensors) {
+    header[e.name] = {{"dtype", dtype_name(e.dtype)}, {"shape", e.shape}, {"data_offsets", {off, off + e.bytes.size()}}};
+    off += e.bytes.size();
+  }
+  std::string text = header.dump();
+  std::string out(8, '\0');
+  const uint64_t len = text.size();
+  std::memcpy(out.data(), &len, 8);
+  out += text;
+  for (const TensorEdit& e : tensors) out.append(reinterpret_cast<const char*>(e.bytes.data()), e.bytes.size());
+  write_file(path, out);
+}
+
+std::string shard_of(const std::string& dir, const std::string& tensor) {
+  const auto index = nlohmann::json::parse(read_file(dir + "/model.safetensors.index.json"));
+  return dir + "/" + index["weight_map"][tensor].get<std::string>();
+}
+
+void drop_tensor(const std::string& dir, const std::string& tensor) {
+  rewrite_safetensors(shard_of(dir, tensor), [&](TensorEdit& e) { return e.name != tensor; });
+  auto index = nlohmann::json::parse(read_file(dir + "/model.safetensors.index.json"));
+  index["weight_map"].erase(tensor);
+  write_file(dir + "/model.safetensors.index.json", index.dump());
 }
 
 }  // namespace k3::testing

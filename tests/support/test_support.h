@@ -2,6 +2,7 @@
 // `k3` executable as a user would.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -45,5 +46,22 @@ std::vector<int32_t> read_i32(const SafetensorsFile& f, const std::string& name)
 std::string read_file(const std::string& path);
 void write_file(const std::string& path, const std::string& data);
 void copy_dir(const std::string& from, const std::string& to);
+
+// Rewrites a safetensors file tensor by tensor: `edit` may change a tensor's dtype, shape and
+// bytes (no consistency checks: tests use it to corrupt files) or return false to drop it.
+struct TensorEdit {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+};
+// `prepend` tensors are written first (an odd-sized one misaligns everything after it).
+void rewrite_safetensors(const std::string& path, const std::function<bool(TensorEdit&)>& edit,
+                         const std::vector<TensorEdit>& prepend = {});
+
+// In a sharded checkpoint directory: the shard file holding `tensor` (from the index).
+std::string shard_of(const std::string& dir, const std::string& tensor);
+// Removes a tensor from its shard and from the index.
+void drop_tensor(const std::string& dir, const std::string& tensor);
 
 }  // namespace k3::testing

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# k3's front door.  Both commands install what is missing (Debian packages only), build, and then:
+#   ./k3.sh run    run k3's main job on its built-in default model (created by `k3 synth`)
+#   ./k3.sh test   run the whole test suite, then again built with AddressSanitizer + UBSan
+set -euo pipefail
+cd "$(dirname "$0")"
+
+jobs=$(nproc 2>/dev/null || echo 2)
+
+configure_and_build() {  # dir, extra cmake args...
+  local dir=$1
+  shift
+  cmake -S . -B "$dir" -G Ninja "$@" >/dev/null
+  cmake --build "$dir" -j "$jobs"
+}
+
+mode=${1:-run}
+case "$mode" in
+  run)
+    bash scripts/install-deps.sh
+    configure_and_build build -DCMAKE_BUILD_TYPE=Release -DK3_BUILD_TESTS=OFF
+    shift || true
+    echo "== k3 inspect (built-in default model)"
+    ./build/k3 inspect
+    echo "== k3 generate --prompt-ids 1,2,3,4,5 --max-tokens 16 (greedy)"
+    ./build/k3 generate --prompt-ids 1,2,3,4,5 --max-tokens 16 --ignore-eos "$@"
+    ;;
+  test)
+    bash scripts/install-deps.sh
+    configure_and_build build -DCMAKE_BUILD_TYPE=Release -DK3_BUILD_TESTS=ON
+    (cd build && ctest -j "$jobs" --output-on-failure)
+    echo "== the same tests built with AddressSanitizer + UndefinedBehaviorSanitizer"
+    configure_and_build build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
+      -DK3_SANITIZE=ON -DK3_BUILD_TESTS=ON
+    (cd build-asan && ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+      ctest -j "$jobs" --output-on-failure)
+    ;;
+  *)
+    echo "usage: ./k3.sh run [extra generate args] | ./k3.sh test" >&2
+    exit 2
+    ;;
+esac

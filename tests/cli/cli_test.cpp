@@ -1,0 +1,225 @@
+// The `k3` executable as a user runs it: the output contracts of generate/logits/inspect/synth,
+// and every malformed input giving a clear error and exit code 1 (never a crash).
+#include <gtest/gtest.h>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "io/safetensors.h"
+#include "support/test_support.h"
+
+namespace k3 {
+namespace {
+
+using testing::run_k3;
+using testing::TempDir;
+
+const char* kShard1 = "/model-00001-of-000002.safetensors";
+const char* kShard2 = "/model-00002-of-000002.safetensors";
+
+std::string fixture() { return testing::fixture_dir("k3-tiny-a"); }
+
+std::string join(const std::vector<int32_t>& v, const char* sep) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + std::to_string(v[i]);
+  return s;
+}
+
+// Replaces a file's header with edit(header), keeping its data section.
+void edit_header(const std::string& path, const std::function<void(nlohmann::json&)>& edit) {
+  std::string raw = testing::read_file(path);
+  uint64_t len;
+  std::memcpy(&len, raw.data(), 8);
+  nlohmann::json h = nlohmann::json::parse(raw.substr(8, len));
+  edit(h);
+  const std::string text = h.dump();
+  std::string out(8, '\0');
+  const uint64_t n = text.size();
+  std::memcpy(out.data(), &n, 8);
+  testing::write_file(path, out + text + raw.substr(8 + len));
+}
+
+TEST(Cli, GenerateReproducesTheGoldenGreedyTokens) {
+  SafetensorsFile golden(fixture() + "/golden.safetensors");
+  for (int p = 0; p < 2; ++p) {
+    const auto prompt = testing::read_i32(golden, "p" + std::to_string(p) + ".prompt_ids");
+    const auto gen = testing::read_i32(golden, "p" + std::to_string(p) + ".gen_tokens");
+    auto r = run_k3("generate --model " + fixture() + " --prompt-ids " + join(prompt, ",") + " --max-tokens 24");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, join(gen, " ") + "\n");
+  }
+}
+
+TEST(Cli, LogitsContract) {
+  TempDir tmp;
+  SafetensorsFile golden(fixture() + "/golden.safetensors");
+  const auto prompt = testing::read_i32(golden, "p0.prompt_ids");
+  const auto want = testing::read_f32(golden, "p0.prefill_logits");
+  auto r = run_k3("logits --model " + fixture() + " --prompt-ids " + join(prompt, ",") + " --out " + tmp.file("l.safetensors"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  SafetensorsFile out(tmp.file("l.safetensors"));
+  const TensorView* t = out.find("logits");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->dtype, DType::kF32);
+  EXPECT_EQ(t->shape, (std::vector<int64_t>{static_cast<int64_t>(prompt.size()), 512}));
+  const auto got = testing::read_f32(out, "logits");
+  double d = 0, m = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    d = std::max(d, std::fabs(double(got[i]) - want[i]));
+    m = std::max(m, std::fabs(double(want[i])));
+  }
+  EXPECT_LE(d / m, 5e-4);
+}
+
+TEST(Cli, InspectSynthAndDefaultModel) {
+  auto r = run_k3("inspect " + fixture());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("KKKMKKKMKKKMM"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("validation      OK"), std::string::npos);
+
+  TempDir tmp;
+  r = run_k3("synth --preset tiny --layers 5 --experts 8 --top-k 2 --out " + tmp.file("m"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run_k3("generate --model " + tmp.file("m") + " --prompt-ids 1,2,3 --max-tokens 4 --temperature 0.8 --seed 1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  int count = 0;
+  for (char ch : r.out) count += ch == ' ';
+  EXPECT_EQ(count, 3) << r.out;  // 4 ids (the synthetic model rarely ends a message this early)
+
+  // No --model: the built-in default is created on first use.
+  const std::string env = "K3_DEFAULT_MODEL=" + tmp.file("default") + " ";
+  const std::string cmd = env + testing::k3_binary() + " generate --prompt-ids 5,6,7 --max-tokens 3 --ignore-eos > " +
+                          tmp.file("out") + " 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << testing::read_file(tmp.file("out"));
+  struct stat st {};
+  EXPECT_EQ(::stat((tmp.file("default") + "/config.json").c_str(), &st), 0);
+}
+
+struct BadInput {
+  const char* label;
+  std::function<void(const std::string& dir)> corrupt;
+  const char* expect;
+};
+
+TEST(Cli, MalformedCheckpointsGiveClearErrors) {
+  const std::vector<BadInput> cases = {
+      {"truncated shard",
+       [](const std::string& d) {
+         const std::string p = d + kShard2;
+         ASSERT_EQ(::truncate(p.c_str(), 1000000), 0);
+       },
+       "run past the end of the data section"},
+      {"header length past EOF",
+       [](const std::string& d) {
+         std::string raw = testing::read_file(d + kShard1);
+         const uint64_t big = uint64_t{1} << 40;
+         std::memcpy(raw.data(), &big, 8);
+         testing::write_file(d + kShard1, raw);
+       },
+       "header length 1099511627776 runs past the end of the file"},
+      {"overlapping offsets",
+       [](const std::string& d) {
+         edit_header(d + kShard2, [](nlohmann::json& h) {
+           auto& a = h["language_model.model.norm.weight"]["data_offsets"];
+           auto& b = h["language_model.model.output_attn_res_norm.weight"]["data_offsets"];
+           b = {a[0].get<uint64_t>() + 2, a[1].get<uint64_t>() + 2};
+         });
+       },
+       "overlap"},
+      {"wrong dtype",
+       [](const std::string& d) {
+         edit_header(d + kShard1, [](nlohmann::json& h) {
+           h["language_model.model.layers.0.self_attn.dt_bias"]["dtype"] = "I32";
+         });
+       },
+       "'language_model.model.layers.0.self_attn.dt_bias' has dtype I32"},
+      {"missing tensor", [](const std::string& d) { testing::drop_tensor(d, "language_model.model.layers.3.self_attn.g_proj.weight"); },
+       "missing tensor 'language_model.model.layers.3.self_attn.g_proj.weight'"},
+      {"wrong shape",
+       [](const std::string& d) {
+         edit_header(d + kShard1, [](nlohmann::json& h) {
+           h["language_model.model.layers.0.input_layernorm.weight"]["shape"] = {2, 64};
+         });
+       },
+       "has shape [2, 64], expected [128]"},
+      {"unknown model_type",
+       [](const std::string& d) {
+         auto cfg = nlohmann::json::parse(testing::read_file(d + "/config.json"));
+         cfg["model_type"] = "deepseek_v3";
+         testing::write_file(d + "/config.json", cfg.dump());
+       },
+       "model_type: 'deepseek_v3' is not supported"},
+      {"index naming a missing shard", [](const std::string& d) { ::unlink((d + kShard2).c_str()); },
+       "shard 'model-00002-of-000002.safetensors'"},
+      {"config not JSON", [](const std::string& d) { testing::write_file(d + "/config.json", "{\"model_type\": "); },
+       "config.json: not valid JSON"},
+      {"no config", [](const std::string& d) { ::unlink((d + "/config.json").c_str()); }, "config.json: cannot open"},
+      {"shape/bytes mismatch",
+       [](const std::string& d) {
+         edit_header(d + kShard1, [](nlohmann::json& h) { h["language_model.model.layers.0.self_attn.A_log"]["shape"] = {47}; });
+       },
+       "needs 188 bytes but data_offsets span 192"},
+  };
+  for (const BadInput& c : cases) {
+    SCOPED_TRACE(c.label);
+    TempDir tmp;
+    const std::string dir = tmp.file("m");
+    testing::copy_dir(fixture(), dir);
+    c.corrupt(dir);
+    for (const char* cmd : {"generate --prompt-ids 1,2,3 --max-tokens 2 --model ", "inspect "}) {
+      auto r = run_k3(cmd + dir);
+      EXPECT_EQ(r.exit_code, 1) << r.err;
+      EXPECT_NE(r.err.find("k3: error:"), std::string::npos) << r.err;
+      EXPECT_NE(r.err.find(c.expect), std::string::npos) << r.err;
+      EXPECT_EQ(r.out, "");
+    }
+  }
+}
+
+TEST(Cli, BadRequestsGiveClearErrors) {
+  const std::string m = " --model " + fixture();
+  struct Case {
+    std::string args, expect;
+  };
+  const std::vector<Case> cases = {
+      {"generate --prompt-ids 1,x,3" + m, "token id 'x' is not a non-negative integer"},
+      {"generate --prompt-ids 1,-3" + m, "token id '-3'"},
+      {"generate --prompt-ids 1,2,999" + m, "token id 999 is outside the vocabulary [0, 512)"},
+      {"generate --prompt-ids 1,2,3,4,5 --ctx 4" + m, "prompt of 5 tokens exceeds the context of 4 tokens"},
+      {"generate --prompt-ids ," + m, "--prompt-ids is empty"},
+      {"generate --prompt-ids 1 --temperature -1" + m, "temperature must be >= 0"},
+      {"generate --prompt-ids 1 --top-p 2" + m, "top_p must be in (0, 1]"},
+      {"generate --prompt-ids 1 --model /nonexistent/dir", "/nonexistent/dir"},
+      {"logits --prompt-ids 1 --out /nonexistent/dir/x.safetensors" + m, "cannot create"},
+      {"synth --out /tmp/k3-never --overrides '{bad'", "--overrides is not valid JSON"},
+      {"synth --out /tmp/k3-never --preset nope", "unknown synth preset 'nope'"},
+      {"--isa sse9 inspect " + fixture(), "unknown instruction set 'sse9'"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.args);
+    auto r = run_k3(c.args);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find(c.expect), std::string::npos) << r.err;
+  }
+  // Usage errors come from the argument parser with exit code != 0 and no crash.
+  auto r = run_k3("generate --model " + fixture());
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_LT(r.exit_code, 128);
+  r = run_k3("no-such-command");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_LT(r.exit_code, 128);
+}
+
+TEST(Cli, GenerationStopsAtContextLimitAndEos) {
+  // Context of 8 with a 7-token prompt: at most 2 tokens (the last fills the context).
+  auto r = run_k3("generate --model " + fixture() + " --prompt-ids 87,41,147,164,62,232,131 --max-tokens 10 --ctx 8");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "26 26\n");
+}
+
+}  // namespace
+}  // namespace k3

@@ -1,0 +1,97 @@
+// Checkpoint directories: single file, sharded with index, and broken indexes.
+#include <gtest/gtest.h>
+
+#include "base/error.h"
+#include "io/checkpoint.h"
+#include "io/safetensors_writer.h"
+#include "support/test_support.h"
+
+namespace k3 {
+namespace {
+
+using testing::TempDir;
+
+std::string load_error(const std::string& dir) {
+  try {
+    Checkpoint c(dir);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void write_shard(const std::string& path, const std::vector<std::string>& names) {
+  SafetensorsWriter w;
+  for (const auto& n : names) w.add_f32(n, {2}, {1.0f, 2.0f});
+  w.write(path);
+}
+
+TEST(Checkpoint, SingleFile) {
+  TempDir tmp;
+  write_shard(tmp.file("model.safetensors"), {"a", "b"});
+  Checkpoint c(tmp.path());
+  EXPECT_EQ(c.shard_count(), 1u);
+  EXPECT_NE(c.find("a"), nullptr);
+  EXPECT_EQ(c.find("zzz"), nullptr);
+  EXPECT_EQ(c.total_bytes(), 16u);
+}
+
+TEST(Checkpoint, ShardedWithIndex) {
+  TempDir tmp;
+  write_shard(tmp.file("model-00001-of-000002.safetensors"), {"a", "b"});
+  write_shard(tmp.file("model-00002-of-000002.safetensors"), {"c"});
+  testing::write_file(tmp.file("model.safetensors.index.json"),
+                      R"({"metadata":{"total_size":24},"weight_map":{"a":"model-00001-of-000002.safetensors",
+                      "b":"model-00001-of-000002.safetensors","c":"model-00002-of-000002.safetensors"}})");
+  Checkpoint c(tmp.path());
+  EXPECT_EQ(c.shard_count(), 2u);
+  EXPECT_EQ(c.tensors().size(), 3u);
+  EXPECT_NE(c.find("c")->file->find("00002"), std::string::npos);
+}
+
+TEST(Checkpoint, IndexNamingAMissingShard) {
+  TempDir tmp;
+  write_shard(tmp.file("model-00001-of-000002.safetensors"), {"a"});
+  testing::write_file(tmp.file("model.safetensors.index.json"),
+                      R"({"weight_map":{"a":"model-00001-of-000002.safetensors","b":"model-00002-of-000002.safetensors"}})");
+  const std::string err = load_error(tmp.path());
+  EXPECT_NE(err.find("shard 'model-00002-of-000002.safetensors'"), std::string::npos) << err;
+  EXPECT_NE(err.find("does not exist"), std::string::npos) << err;
+}
+
+TEST(Checkpoint, IndexMapsTensorToWrongShard) {
+  TempDir tmp;
+  write_shard(tmp.file("s1.safetensors"), {"a"});
+  testing::write_file(tmp.file("model.safetensors.index.json"), R"({"weight_map":{"a":"s1.safetensors","zz":"s1.safetensors"}})");
+  EXPECT_NE(load_error(tmp.path()).find("maps tensor 'zz'"), std::string::npos);
+}
+
+TEST(Checkpoint, BadIndexes) {
+  TempDir tmp;
+  write_shard(tmp.file("s1.safetensors"), {"a"});
+  testing::write_file(tmp.file("model.safetensors.index.json"), "{not json");
+  EXPECT_NE(load_error(tmp.path()).find("not valid JSON"), std::string::npos);
+  testing::write_file(tmp.file("model.safetensors.index.json"), R"({"metadata":{}})");
+  EXPECT_NE(load_error(tmp.path()).find("weight_map"), std::string::npos);
+  testing::write_file(tmp.file("model.safetensors.index.json"), R"({"weight_map":{"a":"../etc/passwd"}})");
+  EXPECT_NE(load_error(tmp.path()).find("invalid shard"), std::string::npos);
+  testing::write_file(tmp.file("model.safetensors.index.json"), R"({"weight_map":{"a":5}})");
+  EXPECT_NE(load_error(tmp.path()).find("not a file name"), std::string::npos);
+}
+
+TEST(Checkpoint, SameTensorInTwoShards) {
+  TempDir tmp;
+  write_shard(tmp.file("s1.safetensors"), {"a"});
+  write_shard(tmp.file("s2.safetensors"), {"a", "b"});
+  testing::write_file(tmp.file("model.safetensors.index.json"), R"({"weight_map":{"a":"s1.safetensors","b":"s2.safetensors"}})");
+  EXPECT_NE(load_error(tmp.path()).find("is in both"), std::string::npos);
+}
+
+TEST(Checkpoint, NoWeightsOrNotADirectory) {
+  TempDir tmp;
+  EXPECT_NE(load_error(tmp.path()).find("no model.safetensors"), std::string::npos);
+  EXPECT_NE(load_error(tmp.file("nope")).find("not a directory"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace k3

@@ -1,0 +1,152 @@
+// Fast linear kernels (AVX2, AVX-512) against the plain reference, for every weight format,
+// over shapes that are and are not multiples of the vector width and row block.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "base/numeric_types.h"
+#include "kernels/kernel_test_util.h"
+#include "kernels/linear.h"
+#include "kernels/mxfp4.h"
+
+namespace k3 {
+namespace {
+
+using testing::for_each_isa;
+using testing::random_vec;
+
+// Owns the bytes behind a Matrix.
+struct TestMatrix {
+  Matrix m;
+  std::vector<float> f32;
+  std::vector<uint16_t> bf16;
+  std::vector<uint8_t> packed, scales;
+};
+
+TestMatrix make_matrix(WeightFormat fmt, int64_t rows, int64_t cols, Rng& rng) {
+  TestMatrix t;
+  t.m.format = fmt;
+  t.m.rows = rows;
+  t.m.cols = cols;
+  std::vector<float> v = random_vec(rng, rows * cols, 0.3);
+  switch (fmt) {
+    case WeightFormat::kF32:
+      t.f32 = v;
+      t.m.data = t.f32.data();
+      break;
+    case WeightFormat::kBF16:
+      for (float x : v) t.bf16.push_back(f32_to_bf16(x));
+      t.m.data = t.bf16.data();
+      break;
+    case WeightFormat::kMxfp4:
+      t.packed.resize(rows * cols / 2);
+      t.scales.resize(rows * cols / 32);
+      for (int64_t r = 0; r < rows; ++r)
+        mxfp4_quant_row(&v[r * cols], cols, &t.packed[r * cols / 2], &t.scales[r * cols / 32]);
+      t.m.data = t.packed.data();
+      t.m.scales = t.scales.data();
+      break;
+  }
+  return t;
+}
+
+// Plain fp64 product of the dequantised matrix, the ground truth for every implementation.
+std::vector<double> exact_product(const Matrix& m, const std::vector<float>& x, int64_t n) {
+  std::vector<double> y(n * m.rows);
+  std::vector<float> row(m.cols);
+  for (int64_t r = 0; r < m.rows; ++r) {
+    ref::dequant_row(m, r, row.data());
+    for (int64_t t = 0; t < n; ++t) {
+      double acc = 0;
+      for (int64_t c = 0; c < m.cols; ++c) acc += static_cast<double>(row[c]) * x[t * m.cols + c];
+      y[t * m.rows + r] = acc;
+    }
+  }
+  return y;
+}
+
+class LinearTest : public ::testing::TestWithParam<WeightFormat> {};
+
+TEST_P(LinearTest, MatchesReferenceOverShapes) {
+  const WeightFormat fmt = GetParam();
+  Rng rng(7);
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {{1, 32},   {3, 64},   {4, 96},    {5, 128},  {7, 160},
+                                                           {9, 1},    {17, 15},  {13, 33},   {33, 257}, {64, 512},
+                                                           {130, 96}, {11, 1000}, {6, 2048}, {2, 4096}};
+  for (auto [rows, cols] : shapes) {
+    if (fmt == WeightFormat::kMxfp4 && cols % 32 != 0) continue;
+    for (int64_t n : {1, 2, 5}) {
+      SCOPED_TRACE(::testing::Message() << rows << "x" << cols << " n=" << n);
+      TestMatrix t = make_matrix(fmt, rows, cols, rng);
+      std::vector<float> x = random_vec(rng, n * cols);
+      const std::vector<double> want = exact_product(t.m, x, n);
+      double scale = 0;
+      for (double v : want) scale = std::max(scale, std::fabs(v));
+      for_each_isa([&](Isa) {
+        std::vector<float> y(n * rows, -1.0f);
+        linear(t.m, x.data(), n, y.data());
+        for (size_t i = 0; i < y.size(); ++i)
+          ASSERT_NEAR(y[i], want[i], 1e-5 * (scale + 1.0) * std::sqrt(static_cast<double>(cols))) << "at " << i;
+      });
+    }
+  }
+}
+
+// A row's value must not depend on the batch it is computed in (continuous batching relies on it).
+TEST_P(LinearTest, BatchInvariant) {
+  const WeightFormat fmt = GetParam();
+  Rng rng(11);
+  TestMatrix t = make_matrix(fmt, 37, 320, rng);
+  const int64_t n = 6;
+  std::vector<float> x = random_vec(rng, n * 320);
+  for_each_isa([&](Isa) {
+    std::vector<float> all(n * 37);
+    linear(t.m, x.data(), n, all.data());
+    for (int64_t tok = 0; tok < n; ++tok) {
+      std::vector<float> one(37);
+      linear(t.m, x.data() + tok * 320, 1, one.data());
+      for (int r = 0; r < 37; ++r) ASSERT_EQ(one[r], all[tok * 37 + r]);
+    }
+    // Row ranges give the same values as the full product.
+    std::vector<float> part(n * 37, 0.0f);
+    linear_rows(t.m, x.data(), n, part.data(), 5, 23);
+    for (int64_t tok = 0; tok < n; ++tok)
+      for (int r = 5; r < 23; ++r) ASSERT_EQ(part[tok * 37 + r], all[tok * 37 + r]);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, LinearTest,
+                         ::testing::Values(WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kMxfp4),
+                         [](const auto& info) { return std::string(format_name(info.param)); });
+
+TEST(LinearTransposed, MatchesPlainSum) {
+  Rng rng(3);
+  for (auto fmt : {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kMxfp4}) {
+    TestMatrix t = make_matrix(fmt, 19, 64, rng);
+    std::vector<float> x = random_vec(rng, 19), y(64);
+    linear_transposed(t.m, x.data(), y.data());
+    std::vector<float> row(64);
+    for (int c = 0; c < 64; ++c) {
+      double acc = 0;
+      for (int r = 0; r < 19; ++r) {
+        ref::dequant_row(t.m, r, row.data());
+        acc += static_cast<double>(row[c]) * x[r];
+      }
+      EXPECT_NEAR(y[c], acc, 1e-5);
+    }
+  }
+}
+
+TEST(Matrix, RowSliceAndBytes) {
+  Rng rng(5);
+  TestMatrix t = make_matrix(WeightFormat::kMxfp4, 8, 64, rng);
+  EXPECT_EQ(t.m.bytes(), 8u * 32 + 8u * 2);
+  Matrix s = t.m.row_slice(3, 2);
+  std::vector<float> a(64), b(64);
+  ref::dequant_row(t.m, 4, a.data());
+  ref::dequant_row(s, 1, b.data());
+  EXPECT_EQ(a, b);
+}
+
+}  // namespace
+}  // namespace k3

@@ -1,0 +1,82 @@
+// The synthetic checkpoint writer: official layout, determinism, overrides, refusals.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+#include "model/k3_model.h"
+#include "support/test_support.h"
+#include "synth/synth_checkpoint.h"
+
+namespace k3 {
+namespace {
+
+TEST(Synth, TinyIsAValidOfficialLayoutCheckpoint) {
+  testing::TempDir tmp;
+  write_synth_checkpoint(tmp.path(), SynthOptions{});
+  auto cfg = nlohmann::json::parse(testing::read_file(tmp.file("config.json")));
+  EXPECT_EQ(cfg["model_type"], "kimi_k3");
+  EXPECT_EQ(cfg["text_config"]["model_type"], "kimi_linear");
+  auto index = nlohmann::json::parse(testing::read_file(tmp.file("model.safetensors.index.json")));
+  EXPECT_EQ(index["weight_map"]["language_model.lm_head.weight"], "model-00002-of-000002.safetensors");
+  auto m = Model::load(tmp.path());
+  EXPECT_EQ(m->config().schedule_string(), "KKKMKKKMM");
+  const TextConfig& c = m->text();
+  EXPECT_TRUE(m->weights().unused_tensors.empty());
+  EXPECT_EQ(m->weights().layers[1].moe_w.experts[3].down.format, WeightFormat::kMxfp4);
+  EXPECT_EQ(m->weights().layers[0].kda.o.format, WeightFormat::kBF16);
+  EXPECT_EQ(c.vocab_size, 2048);
+  EXPECT_EQ(m->config().stop_token_ids, std::vector<int>{2048 - 254});
+  // Release dtypes: fp32 gate parameters and conv taps.
+  Checkpoint ck(tmp.path());
+  EXPECT_EQ(ck.find("language_model.model.layers.0.self_attn.A_log")->dtype, DType::kF32);
+  EXPECT_EQ(ck.find("language_model.model.layers.0.self_attn.A_log")->shape, std::vector<int64_t>{64});
+  EXPECT_EQ(ck.find("language_model.model.layers.0.self_attn.q_conv1d.weight")->shape, (std::vector<int64_t>{256, 1, 4}));
+  EXPECT_EQ(ck.find("language_model.model.layers.2.block_sparse_moe.gate.e_score_correction_bias")->dtype, DType::kF32);
+}
+
+TEST(Synth, DeterministicAndSeedDependent) {
+  testing::TempDir a, b, c;
+  SynthOptions o;
+  o.overrides = {{"num_hidden_layers", 2}, {"vocab_size", 512}};
+  write_synth_checkpoint(a.path(), o);
+  write_synth_checkpoint(b.path(), o);
+  o.seed = 99;
+  write_synth_checkpoint(c.path(), o);
+  const std::string shard = "/model-00001-of-000002.safetensors";
+  EXPECT_EQ(testing::read_file(a.path() + shard), testing::read_file(b.path() + shard));
+  EXPECT_NE(testing::read_file(a.path() + shard), testing::read_file(c.path() + shard));
+}
+
+TEST(Synth, OverridesShapeTheModel) {
+  testing::TempDir tmp;
+  SynthOptions o;
+  o.overrides = {{"num_hidden_layers", 5}, {"num_experts", 8}, {"num_experts_per_token", 2}, {"hidden_size", 64},
+                 {"vocab_size", 600}};
+  o.shards = 3;
+  write_synth_checkpoint(tmp.path(), o);
+  auto m = Model::load(tmp.path());
+  EXPECT_EQ(m->config().schedule_string(), "KKKMM");
+  EXPECT_EQ(m->text().num_experts, 8);
+  EXPECT_EQ(m->text().hidden_size, 64);
+  Checkpoint ck(tmp.path());
+  EXPECT_EQ(ck.shard_count(), 3u);
+}
+
+TEST(Synth, RefusesBadSettings) {
+  testing::TempDir tmp;
+  SynthOptions o;
+  o.overrides = {{"no_such_setting", 3}};
+  EXPECT_THROW(write_synth_checkpoint(tmp.path(), o), Error);
+  o.overrides = {{"num_experts_per_token", 100}};
+  EXPECT_THROW(write_synth_checkpoint(tmp.path(), o), Error);
+  o.overrides = {{"hidden_size", -4}};
+  EXPECT_THROW(write_synth_checkpoint(tmp.path(), o), Error);
+  o = SynthOptions{};
+  o.preset = "huge";
+  EXPECT_THROW(write_synth_checkpoint(tmp.path(), o), Error);
+  EXPECT_NE(synth_config(SynthOptions{})["text_config"].dump().find("kimi_linear"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace k3
