@@ -112,6 +112,9 @@ void Model::forward(std::span<const SequenceInput> batch, std::vector<float>* lo
            in.state->max_tokens());
     for (int32_t tok : in.tokens)
       K3_CHECK(tok >= 0 && tok < c.vocab_size, "token id ", tok, " is outside the vocabulary [0, ", c.vocab_size, ")");
+    for (const EmbeddingOverride& e : in.embeddings)
+      K3_CHECK(e.index >= 0 && e.index < len && e.values != nullptr, "forward: embedding override for position ",
+               e.index, " is outside the ", len, " new tokens");
     layout.segments.push_back({in.state, layout.rows, len, pos});
     layout.rows += len;
   }
@@ -121,8 +124,12 @@ void Model::forward(std::span<const SequenceInput> batch, std::vector<float>* lo
   std::vector<float> embedding(N * d);
   {
     int64_t r = 0;
-    for (const SequenceInput& in : batch)
+    for (const SequenceInput& in : batch) {
+      const int64_t row0 = r;
       for (int32_t tok : in.tokens) ref::dequant_row(weights_.embed, tok, &embedding[r++ * d]);
+      for (const EmbeddingOverride& e : in.embeddings)
+        std::copy(e.values, e.values + d, &embedding[(row0 + e.index) * d]);
+    }
   }
   if (trace != nullptr) {
     trace->attn_out.assign(c.num_layers, {});

@@ -19,10 +19,18 @@
 
 namespace k3 {
 
+// Replaces the embedding of one input token (e.g. an image's <|media_pad|> placeholders are
+// overwritten, in order, by the vision projector's rows).  `values` holds hidden_size floats.
+struct EmbeddingOverride {
+  int64_t index = 0;  // position within SequenceInput::tokens
+  const float* values = nullptr;
+};
+
 struct SequenceInput {
   SequenceState* state = nullptr;
   std::span<const int32_t> tokens;
   bool all_logits = false;  // logits for every new token, or only for the last one
+  std::span<const EmbeddingOverride> embeddings = {};
 };
 
 struct ModelOptions {

@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "base/rng.h"
 #include "engine/generator.h"
+#include "kernels/linear.h"
 #include "model/k3_model.h"
 #include "support/test_support.h"
 #include "synth/synth_checkpoint.h"
@@ -164,6 +165,32 @@ TEST_P(ConsistencyTest, ChunkedPrefillInGeneratorMatchesOneShot) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, ConsistencyTest, ::testing::Values("fixture", "synth_tiny"));
+
+}  // namespace
+}  // namespace k3
+
+namespace k3 {
+namespace {
+
+// Overriding a token's embedding with the embedding of another token gives that token's logits.
+TEST(EmbeddingOverride, ReplacesTheInputRow) {
+  auto model = Model::load(testing::fixture_dir("k3-tiny-a"));
+  const int64_t d = model->text().hidden_size;
+  std::vector<float> row(d);
+  ref::dequant_row(model->weights().embed, 77, row.data());
+  const std::vector<int32_t> a = {5, 77, 9}, b = {5, 300, 9};
+  SequenceState sa = model->new_sequence(), sb = model->new_sequence();
+  std::vector<float> la, lb;
+  SequenceInput ia{&sa, std::span<const int32_t>(a), true};
+  model->forward(std::span<const SequenceInput>(&ia, 1), &la);
+  const EmbeddingOverride ov{1, row.data()};
+  SequenceInput ib{&sb, std::span<const int32_t>(b), true, std::span<const EmbeddingOverride>(&ov, 1)};
+  model->forward(std::span<const SequenceInput>(&ib, 1), &lb);
+  EXPECT_EQ(la, lb);
+  const EmbeddingOverride bad{3, row.data()};
+  SequenceInput ic{&sb, std::span<const int32_t>(b), true, std::span<const EmbeddingOverride>(&bad, 1)};
+  EXPECT_THROW(model->forward(std::span<const SequenceInput>(&ic, 1), &lb), Error);
+}
 
 }  // namespace
 }  // namespace k3
