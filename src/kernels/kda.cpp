@@ -5,35 +5,14 @@
 #include <vector>
 
 #include "kernels/activation.h"
+#include "kernels/kda_step.h"
 
 namespace k3 {
 
+namespace ref {
+
 void kda_recurrent(const KdaHeadIO& io, int64_t T, int K, int V, float* state) {
-  std::vector<float> decay(static_cast<size_t>(K));
-  for (int64_t t = 0; t < T; ++t) {
-    const float* q = io.q + t * io.stride_qk;
-    const float* k = io.k + t * io.stride_qk;
-    const float* v = io.v + t * io.stride_v;
-    const float* g = io.g + t * io.stride_g;
-    const float beta = io.beta[t * io.stride_beta];
-    float* o = io.o + t * io.stride_o;
-    for (int d = 0; d < K; ++d) decay[d] = std::exp(g[d]);
-    for (int j = 0; j < V; ++j) {
-      float* row = state + static_cast<int64_t>(j) * K;
-      float pred = 0.0f;
-      for (int d = 0; d < K; ++d) {
-        row[d] *= decay[d];
-        pred += row[d] * k[d];
-      }
-      const float u = beta * (v[j] - pred);
-      float out = 0.0f;
-      for (int d = 0; d < K; ++d) {
-        row[d] += u * k[d];
-        out += row[d] * q[d];
-      }
-      o[j] = out;
-    }
-  }
+  kda_detail::recurrent_kfirst(io, T, K, V, state);
 }
 
 void kda_chunked(const KdaHeadIO& io, int64_t T, int K, int V, int chunk, float* state) {
@@ -100,9 +79,8 @@ void kda_chunked(const KdaHeadIO& io, int64_t T, int K, int V, int chunk, float*
         for (int e = 0; e < V; ++e) vn[e] += x * vj[e];
       }
       for (int e = 0; e < V; ++e) {
-        const float* srow = state + static_cast<int64_t>(e) * K;
         float acc = 0.0f;
-        for (int d = 0; d < K; ++d) acc += w[d] * srow[d];
+        for (int d = 0; d < K; ++d) acc += w[d] * state[static_cast<int64_t>(d) * V + e];
         vn[e] -= acc;
       }
     }
@@ -113,9 +91,8 @@ void kda_chunked(const KdaHeadIO& io, int64_t T, int K, int V, int chunk, float*
       for (int d = 0; d < K; ++d) qd[d] = q(r)[d] * std::exp(Gr[d]);
       float* o = io.o + (t0 + r) * io.stride_o;
       for (int e = 0; e < V; ++e) {
-        const float* srow = state + static_cast<int64_t>(e) * K;
         float acc = 0.0f;
-        for (int d = 0; d < K; ++d) acc += qd[d] * srow[d];
+        for (int d = 0; d < K; ++d) acc += qd[d] * state[static_cast<int64_t>(d) * V + e];
         for (int s = 0; s <= r; ++s) acc += Aqk[static_cast<size_t>(r) * C + s] * Vn[static_cast<size_t>(s) * V + e];
         o[e] = acc;
       }
@@ -128,17 +105,19 @@ void kda_chunked(const KdaHeadIO& io, int64_t T, int K, int V, int chunk, float*
       const float* Gr = &G[static_cast<size_t>(r) * K];
       for (int d = 0; d < K; ++d) kr[d] = k(r)[d] * std::exp(Glast[d] - Gr[d]);
     }
-    for (int e = 0; e < V; ++e) {
-      float* srow = state + static_cast<int64_t>(e) * K;
-      for (int d = 0; d < K; ++d) srow[d] *= decay_last[d];
+    for (int d = 0; d < K; ++d) {
+      float* srow = state + static_cast<int64_t>(d) * V;
+      for (int e = 0; e < V; ++e) srow[e] *= decay_last[d];
       for (int r = 0; r < c; ++r) {
-        const float vn = Vn[static_cast<size_t>(r) * V + e];
-        const float* kr = &kd[static_cast<size_t>(r) * K];
-        for (int d = 0; d < K; ++d) srow[d] += vn * kr[d];
+        const float kr = kd[static_cast<size_t>(r) * K + d];
+        const float* vn = &Vn[static_cast<size_t>(r) * V];
+        for (int e = 0; e < V; ++e) srow[e] += kr * vn[e];
       }
     }
   }
 }
+
+}  // namespace ref
 
 void short_conv_silu(const float* x, int64_t T, int64_t C, int W, const float* weight, float* hist, float* y) {
   const int H = W - 1;

@@ -1,8 +1,9 @@
-// Kimi Delta Attention core: the gated delta rule for one head, fp32, state kept V-first
-// (S[v][k], K3's transpose_state_layout).  Inputs are already prepared: q and k L2-normalised,
-// q scaled by K^-1/2, g the per-key-channel log decay (<= 0), beta in (0, 1).
+// Kimi Delta Attention core: the gated delta rule for one head, fp32.  Inputs are already
+// prepared: q and k L2-normalised, q scaled by K^-1/2, g the per-key-channel log decay (<= 0),
+// beta in (0, 1).  The state is kept key-major, S[k][v] (K x V): the math is the same as the
+// release's V-first layout, and every update is then element-wise along v (no horizontal sums).
 //
-// Per token:  S <- S diag(exp g);  u = beta (v - S k);  S += u k^T;  o = S q   (read after write)
+// Per token:  S <- diag(exp g) S;  u = beta (v - S^T k);  S += k u^T;  o = S^T q  (read after write)
 //
 // kda_recurrent() is that loop (the golden model, also the decode step).  kda_chunked() is the
 // WY/UT chunk form of kda.md section 3.5 (pairwise exp(G_r - G_s), so no factor can overflow
@@ -23,9 +24,25 @@ struct KdaHeadIO {
   int64_t stride_qk = 0, stride_v = 0, stride_g = 0, stride_beta = 1, stride_o = 0;
 };
 
-// state: V*K floats, S[v*K + k].
+// state: K*V floats, S[k*V + v].  These dispatch to the fast implementations.
+void kda_recurrent(const KdaHeadIO& io, int64_t T, int K, int V, float* state);
+// The chunked form.  When every channel's decay over a chunk stays above e^-80 (always for
+// K3's bounded gate with chunk <= 16) it runs as small matrix products on the blocked linear
+// kernels with exp(G_r - G_s) factorised as exp(G_r) * exp(-G_s); otherwise it falls back to the
+// pairwise form, which cannot overflow for any gate.
+void kda_chunked(const KdaHeadIO& io, int64_t T, int K, int V, int chunk, float* state);
+
+// The plain versions the tests compare against (the pairwise chunked form is also the fallback).
+namespace ref {
 void kda_recurrent(const KdaHeadIO& io, int64_t T, int K, int V, float* state);
 void kda_chunked(const KdaHeadIO& io, int64_t T, int K, int V, int chunk, float* state);
+}  // namespace ref
+namespace avx512 {
+void kda_recurrent(const KdaHeadIO& io, int64_t T, int K, int V, float* state);
+}
+namespace avx2 {
+void kda_recurrent(const KdaHeadIO& io, int64_t T, int K, int V, float* state);
+}
 
 // Causal depthwise convolution over W taps followed by SiLU, for T new rows of C channels.
 // hist holds the previous W-1 raw inputs (row-major [W-1][C], oldest first; zeros at the start

@@ -4,8 +4,10 @@
 
 #include "base/cpu_features.h"
 #include "base/error.h"
+#include "base/thread_pool.h"
 #include "base/numeric_types.h"
 #include "kernels/mxfp4.h"
+#include "kernels/small_gemm.h"
 
 namespace k3 {
 
@@ -17,18 +19,58 @@ void mxfp4_shuffle_activations(const float* x, int64_t cols, float* xs) {
     }
 }
 
-void linear_rows(const Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1) {
-  if (n <= 0 || r1 <= r0) return;
-  switch (active_isa()) {
+namespace {
+
+// Runs rows [r0, r1) on the active ISA; x is already prepared (shuffled for MXFP4).
+void rows_on(Isa isa, const Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1) {
+  switch (isa) {
     case Isa::kAvx512: avx512::linear_rows(w, x, n, y, r0, r1); return;
     case Isa::kAvx2: avx2::linear_rows(w, x, n, y, r0, r1); return;
     case Isa::kRef: ref::linear_rows(w, x, n, y, r0, r1); return;
   }
 }
 
-void linear(const Matrix& w, const float* x, int64_t n, float* y) { linear_rows(w, x, n, y, 0, w.rows); }
+// The vector kernels read MXFP4 activations in the shuffled order.
+const float* prepare(Isa isa, const Matrix& w, const float* x, int64_t n, std::vector<float>& buf) {
+  if (isa == Isa::kRef || w.format != WeightFormat::kMxfp4) return x;
+  buf.resize(static_cast<size_t>(n * w.cols));
+  for (int64_t t = 0; t < n; ++t) mxfp4_shuffle_activations(x + t * w.cols, w.cols, buf.data() + t * w.cols);
+  return buf.data();
+}
 
-void linear_transposed(const Matrix& w, const float* x, float* y) { ref::linear_transposed(w, x, y); }
+}  // namespace
+
+void linear_rows(const Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1) {
+  if (n <= 0 || r1 <= r0) return;
+  const Isa isa = active_isa();
+  std::vector<float> buf;
+  rows_on(isa, w, prepare(isa, w, x, n, buf), n, y, r0, r1);
+}
+
+void linear(const Matrix& w, const float* x, int64_t n, float* y) {
+  if (n <= 0 || w.rows <= 0) return;
+  const Isa isa = active_isa();
+  std::vector<float> buf;
+  const float* xp = prepare(isa, w, x, n, buf);
+  // Small products are not worth waking the workers for.
+  const double work = static_cast<double>(w.rows) * static_cast<double>(w.cols) * static_cast<double>(n);
+  ThreadPool& pool = global_pool();
+  if (work < 64.0 * 1024 || pool.size() == 1 || w.rows < 32) {
+    rows_on(isa, w, xp, n, y, 0, w.rows);
+    return;
+  }
+  pool.parallel_for(w.rows, 16, [&](int64_t b, int64_t e, int) { rows_on(isa, w, xp, n, y, b, e); });
+}
+
+void linear_transposed(const Matrix& w, const float* x, int64_t n, float* y) {
+  switch (w.format) {  // y[n][cols] = x[n][rows] W: the outer-product form, vectorised along cols
+    case WeightFormat::kF32: gemm_nn(x, static_cast<const float*>(w.data), y, n, w.rows, w.cols, false); return;
+    case WeightFormat::kBF16: gemm_nn(x, static_cast<const uint16_t*>(w.data), y, n, w.rows, w.cols, false); return;
+    case WeightFormat::kMxfp4:
+      for (int64_t t = 0; t < n; ++t) ref::linear_transposed(w, x + t * w.rows, y + t * w.cols);
+      return;
+  }
+}
 
 namespace ref {
 

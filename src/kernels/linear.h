@@ -19,8 +19,8 @@ void linear(const Matrix& w, const float* x, int64_t n, float* y);
 // Only rows [r0, r1) of y are written (for partitioning across threads).
 void linear_rows(const Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1);
 
-// y[c] = sum_r W[r, c] * x[r]  (the transposed product; used to absorb MLA's kv_b into q).
-void linear_transposed(const Matrix& w, const float* x, float* y);
+// y[t, c] = sum_r W[r, c] * x[t, r] for t < n  (the transposed product; absorbs MLA's kv_b into q).
+void linear_transposed(const Matrix& w, const float* x, int64_t n, float* y);
 
 // Plain, obviously-correct versions the tests compare against.
 namespace ref {

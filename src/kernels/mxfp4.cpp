@@ -8,13 +8,6 @@ namespace k3 {
 const float kE2M1Values[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
                                -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
 
-float e8m0_to_f32(uint8_t e) {
-  uint32_t bits = e == 0 ? 0x00400000u : static_cast<uint32_t>(e) << 23;
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
 void mxfp4_dequant_row(const uint8_t* packed_row, const uint8_t* scale_row, int64_t cols, float* out) {
   for (int64_t c = 0; c < cols; c += 2) {
     const uint8_t byte = packed_row[c / 2];

@@ -6,13 +6,19 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace k3 {
 
 extern const float kE2M1Values[16];
 
 // 2^(e - 127) as a float (e = 0 gives the subnormal 2^-127).  e must not be 0xFF.
-float e8m0_to_f32(uint8_t e);
+inline float e8m0_to_f32(uint8_t e) {
+  const uint32_t bits = e == 0 ? 0x00400000u : static_cast<uint32_t>(e) << 23;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
 
 // Dequantises row r's `cols` values (cols a multiple of 32).
 void mxfp4_dequant_row(const uint8_t* packed_row, const uint8_t* scale_row, int64_t cols, float* out);

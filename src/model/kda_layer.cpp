@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include "base/thread_pool.h"
 #include "kernels/activation.h"
 #include "kernels/kda.h"
 #include "kernels/linear.h"
@@ -51,11 +52,14 @@ void kda_layer_forward(const KdaWeights& w, const TextConfig& c, const BatchLayo
   linear(w.b, x, N, beta.data());
   for (float& b : beta) b = sigmoid(b);
 
-  // Delta rule per sequence and head.
+  // Delta rule per (sequence, head), spread over the thread pool.
   std::vector<float> o(N * P);
-  for (const BatchSegment& s : batch.segments) {
+  const int64_t nseg = static_cast<int64_t>(batch.segments.size());
+  global_pool().run(nseg * H, [&](int64_t task, int) {
+    const BatchSegment& s = batch.segments[task / H];
+    const int h = static_cast<int>(task % H);
     KdaLayerState& st = s.state->kda[index];
-    for (int h = 0; h < H; ++h) {
+    {
       const int64_t off = s.row0 * P + static_cast<int64_t>(h) * D;
       KdaHeadIO io;
       io.q = q.data() + off;
@@ -72,7 +76,7 @@ void kda_layer_forward(const KdaWeights& w, const TextConfig& c, const BatchLayo
       else
         kda_chunked(io, s.len, D, D, options.chunk, S);
     }
-  }
+  });
 
   // Output gate and projection.
   std::vector<float> gate(N * P);

@@ -4,7 +4,9 @@
 #include <vector>
 
 #include "kernels/activation.h"
+#include "base/thread_pool.h"
 #include "kernels/attention.h"
+#include "kernels/mla_attention.h"
 #include "kernels/linear.h"
 #include "kernels/norm.h"
 
@@ -15,32 +17,44 @@ struct Dims {
   int H, nope, rope, vdim, lora, qk, width, kvb;  // kvb = nope + vdim rows per head in kv_b
 };
 
-// Queries [len, H*qk] of one segment against its cache via the absorbed form.
+// Queries [len, H*qk] of one segment against its cache via the absorbed form: per head,
+// q_lat = W_UK^T q_nope for all tokens at once; per token, all heads attend the latent cache
+// together (mla_decode_attention reads it once); per head, W_UV maps the attended latents back.
 void attend_absorbed(const MlaWeights& w, const Dims& m, const float* cache, const float* q, int64_t len, int64_t pos0,
                      float scale, float* o) {
-  std::vector<float> qfull(m.width), olat(m.lora), scratch(pos0 + len);
-  for (int64_t i = 0; i < len; ++i) {
-    const int64_t n = pos0 + i + 1;  // causal: sees itself and everything before
-    for (int h = 0; h < m.H; ++h) {
-      const float* qh = q + i * m.H * m.qk + static_cast<int64_t>(h) * m.qk;
-      linear_transposed(w.kv_b.row_slice(static_cast<int64_t>(h) * m.kvb, m.nope), qh, qfull.data());
-      for (int r = 0; r < m.rope; ++r) qfull[m.lora + r] = qh[m.nope + r];
-      attend_one(qfull.data(), cache, m.width, cache, m.width, n, m.width, m.lora, scale, olat.data(), scratch.data());
-      linear(w.kv_b.row_slice(static_cast<int64_t>(h) * m.kvb + m.nope, m.vdim), olat.data(), 1,
-             o + i * m.H * m.vdim + static_cast<int64_t>(h) * m.vdim);
+  std::vector<float> qfull(len * m.H * m.width), olat(len * m.H * m.lora);
+  global_pool().run(m.H, [&](int64_t h, int) {
+    std::vector<float> qn(len * m.nope), ql(len * m.lora), ov(len * m.vdim), ol(len * m.lora);
+    for (int64_t i = 0; i < len; ++i)
+      std::copy_n(q + i * m.H * m.qk + h * m.qk, m.nope, &qn[i * m.nope]);
+    linear_transposed(w.kv_b.row_slice(h * m.kvb, m.nope), qn.data(), len, ql.data());
+    for (int64_t i = 0; i < len; ++i) {
+      float* dst = &qfull[(i * m.H + h) * m.width];
+      std::copy_n(&ql[i * m.lora], m.lora, dst);
+      std::copy_n(q + i * m.H * m.qk + h * m.qk + m.nope, m.rope, dst + m.lora);
     }
-  }
+  });
+  for (int64_t i = 0; i < len; ++i)  // causal: token i sees the cache up to and including itself
+    mla_decode_attention(&qfull[i * m.H * m.width], cache, pos0 + i + 1, m.H, m.lora, m.rope, scale,
+                         &olat[i * m.H * m.lora]);
+  global_pool().run(m.H, [&](int64_t h, int) {
+    std::vector<float> ol(len * m.lora), ov(len * m.vdim);
+    for (int64_t i = 0; i < len; ++i) std::copy_n(&olat[(i * m.H + h) * m.lora], m.lora, &ol[i * m.lora]);
+    linear(w.kv_b.row_slice(h * m.kvb + m.nope, m.vdim), ol.data(), len, ov.data());
+    for (int64_t i = 0; i < len; ++i) std::copy_n(&ov[i * m.vdim], m.vdim, o + i * m.H * m.vdim + h * m.vdim);
+  });
 }
 
 // The same via decompressed per-head keys and values.
 void attend_naive(const MlaWeights& w, const Dims& m, const float* cache, const float* q, int64_t len, int64_t pos0,
                   float scale, float* o) {
   const int64_t n = pos0 + len;
-  std::vector<float> lat(n * m.lora), kv(n * m.H * m.kvb), keys(n * m.qk), scratch(n);
+  std::vector<float> lat(n * m.lora), kv(n * m.H * m.kvb);
   for (int64_t s = 0; s < n; ++s)
     for (int j = 0; j < m.lora; ++j) lat[s * m.lora + j] = cache[s * m.width + j];
   linear(w.kv_b, lat.data(), n, kv.data());
-  for (int h = 0; h < m.H; ++h) {
+  global_pool().run(m.H, [&](int64_t h, int) {
+    std::vector<float> keys(n * m.qk), scratch(n);
     for (int64_t s = 0; s < n; ++s) {
       const float* src = &kv[s * m.H * m.kvb + static_cast<int64_t>(h) * m.kvb];
       float* key = &keys[s * m.qk];
@@ -53,7 +67,7 @@ void attend_naive(const MlaWeights& w, const Dims& m, const float* cache, const 
       attend_one(qh, keys.data(), m.qk, values, static_cast<int64_t>(m.H) * m.kvb, pos0 + i + 1, m.qk, m.vdim, scale,
                  o + i * m.H * m.vdim + static_cast<int64_t>(h) * m.vdim, scratch.data());
     }
-  }
+  });
 }
 
 }  // namespace

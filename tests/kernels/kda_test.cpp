@@ -76,13 +76,8 @@ void reference(const KdaInputs& in, std::vector<double>& S, std::vector<double>&
   }
 }
 
-// V-first kernel state <-> key-major reference state.
-std::vector<float> to_vfirst(const std::vector<double>& S, int K, int V) {
-  std::vector<float> out(K * V);
-  for (int a = 0; a < K; ++a)
-    for (int b = 0; b < V; ++b) out[b * K + a] = static_cast<float>(S[a * V + b]);
-  return out;
-}
+// The kernels keep the same key-major layout as the reference: S[k][v].
+std::vector<float> to_float(const std::vector<double>& S) { return std::vector<float>(S.begin(), S.end()); }
 
 TEST(Kda, RecurrentMatchesClosedForm) {
   Rng rng(21);
@@ -90,14 +85,16 @@ TEST(Kda, RecurrentMatchesClosedForm) {
     KdaInputs in = make_inputs(rng, T, K, V, -5.0);
     std::vector<double> S(K * V);
     for (auto& s : S) s = 0.1 * rng.normal();
-    std::vector<float> state = to_vfirst(S, K, V);
+    const std::vector<float> state0 = to_float(S);
     std::vector<double> want;
     reference(in, S, want);
-    std::vector<float> o(T * V);
-    kda_recurrent(io_for(in, o), T, K, V, state.data());
-    for (size_t i = 0; i < o.size(); ++i) ASSERT_NEAR(o[i], want[i], 1e-4 * (1 + std::fabs(want[i]))) << i;
-    std::vector<float> want_state = to_vfirst(S, K, V);
-    for (size_t i = 0; i < state.size(); ++i) ASSERT_NEAR(state[i], want_state[i], 1e-4) << i;
+    const std::vector<float> want_state = to_float(S);
+    testing::for_each_isa([&](Isa) {
+      std::vector<float> state = state0, o(T * V);
+      kda_recurrent(io_for(in, o), T, K, V, state.data());
+      for (size_t i = 0; i < o.size(); ++i) ASSERT_NEAR(o[i], want[i], 1e-4 * (1 + std::fabs(want[i]))) << i;
+      for (size_t i = 0; i < state.size(); ++i) ASSERT_NEAR(state[i], want_state[i], 1e-4) << i;
+    });
   }
 }
 
@@ -112,18 +109,36 @@ TEST(Kda, ChunkedMatchesRecurrent) {
           const int V = K == 16 ? 24 : K;  // also K != V
           KdaInputs in = make_inputs(rng, T, K, V, g_min);
           std::vector<float> s0 = testing::random_vec(rng, K * V, 0.2);
-          std::vector<float> s_rec = s0, s_chk = s0, o_rec(T * V), o_chk(T * V);
-          kda_recurrent(io_for(in, o_rec), T, K, V, s_rec.data());
-          kda_chunked(io_for(in, o_chk), T, K, V, chunk, s_chk.data());
-          for (float x : o_chk) ASSERT_TRUE(std::isfinite(x));
-          EXPECT_LT(testing::max_rel_diff(o_chk, o_rec, 1e-3), 5e-5);
-          EXPECT_LT(testing::max_rel_diff(s_chk, s_rec, 1e-3), 5e-5);
+          std::vector<float> s_rec = s0, o_rec(T * V);
+          ref::kda_recurrent(io_for(in, o_rec), T, K, V, s_rec.data());
+          testing::for_each_isa([&](Isa) {  // ref: pairwise form; vector ISAs: factorised form
+            std::vector<float> s_chk = s0, o_chk(T * V);
+            kda_chunked(io_for(in, o_chk), T, K, V, chunk, s_chk.data());
+            for (float x : o_chk) ASSERT_TRUE(std::isfinite(x));
+            EXPECT_LT(testing::max_rel_diff(o_chk, o_rec, 1e-3), 5e-5);
+            EXPECT_LT(testing::max_rel_diff(s_chk, s_rec, 1e-3), 5e-5);
+          });
           ++cases;
         }
       }
     }
   }
   EXPECT_EQ(cases, 4 * 6 * 4 * 3);
+}
+
+// K3's bounded gate at its floor: 16 steps of g = -5 reach exactly the factorisation limit e^-80.
+TEST(Kda, FactorisedFormAtTheDecayFloor) {
+  Rng rng(25);
+  KdaInputs in = make_inputs(rng, 40, 128, 128, -1.0);
+  for (size_t i = 0; i < in.g.size(); i += 3) in.g[i] = -5.0f;
+  std::vector<float> s0 = testing::random_vec(rng, 128 * 128, 0.2), s_rec = s0, o_rec(40 * 128);
+  ref::kda_recurrent(io_for(in, o_rec), 40, 128, 128, s_rec.data());
+  testing::for_each_isa([&](Isa) {
+    std::vector<float> s_chk = s0, o_chk(40 * 128);
+    kda_chunked(io_for(in, o_chk), 40, 128, 128, 16, s_chk.data());
+    EXPECT_LT(testing::max_rel_diff(o_chk, o_rec, 1e-3), 5e-5);
+    EXPECT_LT(testing::max_rel_diff(s_chk, s_rec, 1e-3), 5e-5);
+  });
 }
 
 TEST(Kda, SplitCallsContinueTheState) {

@@ -123,16 +123,21 @@ TEST(LinearTransposed, MatchesPlainSum) {
   Rng rng(3);
   for (auto fmt : {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kMxfp4}) {
     TestMatrix t = make_matrix(fmt, 19, 64, rng);
-    std::vector<float> x = random_vec(rng, 19), y(64);
-    linear_transposed(t.m, x.data(), y.data());
-    std::vector<float> row(64);
-    for (int c = 0; c < 64; ++c) {
-      double acc = 0;
-      for (int r = 0; r < 19; ++r) {
-        ref::dequant_row(t.m, r, row.data());
-        acc += static_cast<double>(row[c]) * x[r];
-      }
-      EXPECT_NEAR(y[c], acc, 1e-5);
+    for (int64_t n : {1, 4}) {
+      std::vector<float> x = random_vec(rng, n * 19), y(n * 64);
+      for_each_isa([&](Isa) {
+        linear_transposed(t.m, x.data(), n, y.data());
+        std::vector<float> row(64);
+        for (int64_t tok = 0; tok < n; ++tok)
+          for (int c = 0; c < 64; ++c) {
+            double acc = 0;
+            for (int r = 0; r < 19; ++r) {
+              ref::dequant_row(t.m, r, row.data());
+              acc += static_cast<double>(row[c]) * x[tok * 19 + r];
+            }
+            EXPECT_NEAR(y[tok * 64 + c], acc, 1e-5);
+          }
+      });
     }
   }
 }

@@ -1,0 +1,163 @@
+#include "base/thread_pool.h"
+
+#include <pthread.h>
+#include <sched.h>
+
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace k3 {
+
+int available_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    const int n = CPU_COUNT(&set);
+    if (n > 0) return n;
+  }
+  const unsigned hc = std::thread::hardware_concurrency();
+  return hc > 0 ? static_cast<int>(hc) : 1;
+}
+
+namespace {
+
+thread_local bool t_in_pool_task = false;  // set on workers and on a caller inside run()
+
+inline void cpu_relax() {
+#if defined(__x86_64__)
+  _mm_pause();
+#endif
+}
+
+void pin_to_cpu(std::thread::native_handle_type h, int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu % CPU_SETSIZE, &set);
+  pthread_setaffinity_np(h, sizeof set, &set);
+}
+
+}  // namespace
+
+ThreadPool::ThreadPool(int threads, bool pin) {
+  const int cpus = available_cpus();
+  if (threads <= 0) threads = cpus;
+  // Spinning only pays when every thread has a core of its own.
+  spin_iters_ = threads <= cpus ? 20000 : 0;
+  if (pin) pin_to_cpu(pthread_self(), 0);
+  for (int i = 1; i < threads; ++i) {
+    workers_.emplace_back([this, i] { worker_loop(i); });
+    if (pin) pin_to_cpu(workers_.back().native_handle(), i);
+  }
+}
+
+ThreadPool::~ThreadPool() {
+  stop_.store(true);
+  epoch_.fetch_add(1);
+  epoch_.notify_all();
+  for (std::thread& t : workers_) t.join();
+}
+
+void ThreadPool::worker_loop(int index) {
+  uint64_t seen = 0;
+  for (;;) {
+    uint64_t e = epoch_.load(std::memory_order_acquire);
+    for (int i = 0; e == seen && i < spin_iters_; ++i) {
+      cpu_relax();
+      e = epoch_.load(std::memory_order_acquire);
+    }
+    while (e == seen) {
+      epoch_.wait(seen, std::memory_order_acquire);
+      e = epoch_.load(std::memory_order_acquire);
+    }
+    seen = e;
+    if (stop_.load()) return;
+    t_in_pool_task = true;
+    const int n = size();
+    for (int64_t t = index; t < tasks_; t += n) (*job_)(t, index);
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
+  }
+}
+
+void ThreadPool::run(int64_t tasks, const std::function<void(int64_t, int)>& fn) {
+  if (tasks <= 0) return;
+  if (workers_.empty() || tasks == 1 || t_in_pool_task) {  // nested calls run inline
+    for (int64_t t = 0; t < tasks; ++t) fn(t, 0);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(run_mutex_);  // one job at a time across caller threads
+  t_in_pool_task = true;
+  job_ = &fn;
+  tasks_ = tasks;
+  pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+  epoch_.fetch_add(1, std::memory_order_release);
+  epoch_.notify_all();
+  const int n = size();
+  for (int64_t t = 0; t < tasks; t += n) fn(t, 0);
+  int left = pending_.load(std::memory_order_acquire);
+  for (int i = 0; left != 0 && i < spin_iters_; ++i) {
+    cpu_relax();
+    left = pending_.load(std::memory_order_acquire);
+  }
+  while (left != 0) {
+    pending_.wait(left, std::memory_order_acquire);
+    left = pending_.load(std::memory_order_acquire);
+  }
+  job_ = nullptr;
+  t_in_pool_task = false;
+}
+
+SerialScope::SerialScope() : saved_(t_in_pool_task) { t_in_pool_task = true; }
+SerialScope::~SerialScope() { t_in_pool_task = saved_; }
+
+void ThreadPool::parallel_for(int64_t n, int64_t align, const std::function<void(int64_t, int64_t, int)>& fn) {
+  if (n <= 0) return;
+  const int64_t parts = size();
+  const int64_t a = align > 0 ? align : 1;
+  const int64_t units = (n + a - 1) / a;
+  run(parts, [&](int64_t p, int thread) {
+    const int64_t b = units * p / parts * a, e = std::min(n, units * (p + 1) / parts * a);
+    if (b < e) fn(b, e, thread);
+  });
+}
+
+namespace {
+
+std::mutex& pool_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+std::unique_ptr<ThreadPool>& pool_slot() {
+  static std::unique_ptr<ThreadPool> pool;
+  return pool;
+}
+std::atomic<ThreadPool*> g_pool{nullptr};
+
+}  // namespace
+
+ThreadPool& global_pool() {
+  if (ThreadPool* p = g_pool.load(std::memory_order_acquire)) return *p;
+  std::lock_guard<std::mutex> lock(pool_mutex());
+  auto& slot = pool_slot();
+  if (!slot) {
+    int n = 0;
+    if (const char* env = std::getenv("K3_THREADS")) n = std::atoi(env);
+    slot = std::make_unique<ThreadPool>(n);
+    g_pool.store(slot.get(), std::memory_order_release);
+  }
+  return *slot;
+}
+
+void set_num_threads(int threads, bool pin) {
+  std::lock_guard<std::mutex> lock(pool_mutex());
+  g_pool.store(nullptr);
+  pool_slot().reset();
+  pool_slot() = std::make_unique<ThreadPool>(threads, pin);
+  g_pool.store(pool_slot().get(), std::memory_order_release);
+}
+
+}  // namespace k3

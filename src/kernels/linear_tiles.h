@@ -1,0 +1,166 @@
+// The blocked linear kernel shared by the AVX2 and AVX-512 builds (included only by
+// linear_avx2.cpp / linear_avx512.cpp, each compiled for its instruction set with its own
+// `Traits`).  One algorithm for decode (n = 1, bandwidth-bound) and prefill (compute-bound):
+//
+//   for each block of rows  x  block of tokens  x  block of columns (K):
+//     micro-tiles of R rows x T tokens keep one vector accumulator per (row, token) in registers
+//
+// Every (row, token) accumulator sees exactly the FMA sequence of a plain vector dot product
+// (lane j sums columns j, j+L, j+2L, ... in order; one masked tail step; one fixed horizontal
+// sum), whatever n, the blocking or the row range is.  That keeps y[t, r] independent of the
+// batch, as linear.h promises.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/matrix.h"
+#include "kernels/mxfp4.h"
+
+namespace k3::tiles {
+
+template <class Tr>
+struct Linear {
+  using V = typename Tr::V;
+  static constexpr int L = Tr::kLanes;
+  static constexpr int64_t KC = 1024;  // columns per K block (a multiple of 32)
+  static constexpr int64_t TB = 24;    // tokens per token block
+  static constexpr int64_t RB = 16;    // rows per row block
+
+  // ---- dense (f32 / bf16 weights) ----
+  template <typename W, int R, int T>
+  static inline void dense_tile(const W* const* w, const float* const* x, int64_t c0, int64_t c1, bool tail,
+                                int64_t cols, float* acc_mem, int64_t acc_stride) {
+    V acc[R][T];
+    for (int i = 0; i < R; ++i)
+      for (int t = 0; t < T; ++t) acc[i][t] = Tr::load(acc_mem + (i * acc_stride + t) * L);
+    int64_t c = c0;
+    for (; c + L <= c1; c += L) {
+      V wv[R];
+      for (int i = 0; i < R; ++i) wv[i] = Tr::load_w(w[i] + c);
+      for (int t = 0; t < T; ++t) {
+        const V xv = Tr::load(x[t] + c);
+        for (int i = 0; i < R; ++i) acc[i][t] = Tr::fma(wv[i], xv, acc[i][t]);
+      }
+    }
+    if (tail && c < cols) {
+      const int64_t k = cols - c;
+      V wv[R];
+      for (int i = 0; i < R; ++i) wv[i] = Tr::load_w_tail(w[i] + c, k);
+      for (int t = 0; t < T; ++t) {
+        const V xv = Tr::load_tail(x[t] + c, k);
+        for (int i = 0; i < R; ++i) acc[i][t] = Tr::fma(wv[i], xv, acc[i][t]);
+      }
+    }
+    for (int i = 0; i < R; ++i)
+      for (int t = 0; t < T; ++t) Tr::store(acc_mem + (i * acc_stride + t) * L, acc[i][t]);
+  }
+
+  // ---- MXFP4 weights; x pre-shuffled per 32-group (mxfp4_shuffle_activations) ----
+  template <int R, int T>
+  static inline void mxfp4_tile(const uint8_t* const* w, const uint8_t* const* s, const float* const* x, int64_t c0,
+                                int64_t c1, bool, int64_t, float* acc_mem, int64_t acc_stride) {
+    constexpr int G = Tr::kGroupVecs;
+    V acc[R][T];
+    for (int i = 0; i < R; ++i)
+      for (int t = 0; t < T; ++t) acc[i][t] = Tr::load(acc_mem + (i * acc_stride + t) * L);
+    for (int64_t g = c0; g < c1; g += 32) {
+      V wv[R][G];
+      V sv[R];
+      for (int i = 0; i < R; ++i) {
+        Tr::decode_group(w[i] + g / 2, wv[i]);
+        sv[i] = Tr::set1(e8m0_to_f32(s[i][g / 32]));
+      }
+      for (int t = 0; t < T; ++t) {
+        V xv[G];
+        for (int j = 0; j < G; ++j) xv[j] = Tr::load(x[t] + g + j * L);
+        for (int i = 0; i < R; ++i) {
+          V p = Tr::mul(wv[i][0], xv[0]);
+          for (int j = 1; j < G; ++j) p = Tr::fma(wv[i][j], xv[j], p);
+          acc[i][t] = Tr::fma(p, sv[i], acc[i][t]);
+        }
+      }
+    }
+    for (int i = 0; i < R; ++i)
+      for (int t = 0; t < T; ++t) Tr::store(acc_mem + (i * acc_stride + t) * L, acc[i][t]);
+  }
+
+  // Runs rows [r0, r1) of y = W x for n tokens.  `Tile` is a functor (rows..., tokens...) that
+  // dispatches the right micro-kernel; R/T remainders use 1-row / 1-token tiles.
+  template <int R, int T, class TileFn>
+  static void blocked(int64_t rows_total, int64_t cols, const float* x, int64_t n, float* y, int64_t r0, int64_t r1,
+                      TileFn&& tile) {
+    thread_local std::vector<float> acc;
+    acc.resize(static_cast<size_t>(RB * TB * L));
+    for (int64_t rb = r0; rb < r1; rb += RB) {
+      const int64_t rn = std::min(RB, r1 - rb);
+      for (int64_t tb = 0; tb < n; tb += TB) {
+        const int64_t tn = std::min(TB, n - tb);
+        for (int64_t ri = 0; ri < rn; ++ri) std::fill_n(&acc[ri * TB * L], tn * L, 0.0f);
+        for (int64_t kc = 0; kc < cols; kc += KC) {
+          const int64_t ke = std::min(cols, kc + KC);
+          const bool last = ke == cols;
+          const int64_t kfull = last ? ke - (ke - kc) % L : ke;  // dense: full vectors end here
+          int64_t ri = 0;
+          for (; ri + R <= rn; ri += R) {
+            int64_t ti = 0;
+            for (; ti + T <= tn; ti += T) tile.template operator()<R, T>(rb + ri, tb + ti, kc, kfull, last, &acc[(ri * TB + ti) * L]);
+            for (; ti < tn; ++ti) tile.template operator()<R, 1>(rb + ri, tb + ti, kc, kfull, last, &acc[(ri * TB + ti) * L]);
+          }
+          for (; ri < rn; ++ri)
+            for (int64_t ti = 0; ti < tn; ++ti)
+              tile.template operator()<1, 1>(rb + ri, tb + ti, kc, kfull, last, &acc[(ri * TB + ti) * L]);
+        }
+        for (int64_t ri = 0; ri < rn; ++ri)
+          for (int64_t ti = 0; ti < tn; ++ti)
+            y[(tb + ti) * rows_total + rb + ri] = Tr::reduce(Tr::load(&acc[(ri * TB + ti) * L]));
+      }
+    }
+  }
+
+  template <typename W>
+  static void dense(const Matrix& m, const float* x, int64_t n, float* y, int64_t r0, int64_t r1) {
+    const W* base = static_cast<const W*>(m.data);
+    const int64_t cols = m.cols;
+    blocked<Tr::kDenseRows, Tr::kDenseTokens>(
+        m.rows, cols, x, n, y, r0, r1,
+        [&]<int R, int T>(int64_t r, int64_t t, int64_t c0, int64_t c1, bool last, float* acc) {
+          const W* w[R];
+          const float* xs[T];
+          for (int i = 0; i < R; ++i) w[i] = base + (r + i) * cols;
+          for (int j = 0; j < T; ++j) xs[j] = x + (t + j) * cols;
+          dense_tile<W, R, T>(w, xs, c0, c1, last, cols, acc, TB);
+        });
+  }
+
+  static void mxfp4(const Matrix& m, const float* xs_all, int64_t n, float* y, int64_t r0, int64_t r1) {
+    const uint8_t* pk = static_cast<const uint8_t*>(m.data);
+    const int64_t cols = m.cols;
+    blocked<Tr::kMxRows, Tr::kMxTokens>(
+        m.rows, cols, xs_all, n, y, r0, r1,
+        [&]<int R, int T>(int64_t r, int64_t t, int64_t c0, int64_t, bool last, float* acc) {
+          const uint8_t* w[R];
+          const uint8_t* s[R];
+          const float* xs[T];
+          for (int i = 0; i < R; ++i) {
+            w[i] = pk + (r + i) * (cols / 2);
+            s[i] = m.scales + (r + i) * (cols / 32);
+          }
+          for (int j = 0; j < T; ++j) xs[j] = xs_all + (t + j) * cols;
+          const int64_t c1 = last ? cols : std::min(cols, c0 + KC);
+          mxfp4_tile<R, T>(w, s, xs, c0, c1, last, cols, acc, TB);
+        });
+  }
+
+  // x must be pre-shuffled for MXFP4 weights.
+  static void rows(const Matrix& m, const float* x, int64_t n, float* y, int64_t r0, int64_t r1) {
+    switch (m.format) {
+      case WeightFormat::kF32: dense<float>(m, x, n, y, r0, r1); return;
+      case WeightFormat::kBF16: dense<uint16_t>(m, x, n, y, r0, r1); return;
+      case WeightFormat::kMxfp4: mxfp4(m, x, n, y, r0, r1); return;
+    }
+  }
+};
+
+}  // namespace k3::tiles
