@@ -41,6 +41,14 @@ class Rng {
   // Uniform integer in [0, n).
   uint64_t below(uint64_t n) { return n == 0 ? 0 : next_u64() % n; }
 
+  // An approximately standard-normal value (Irwin-Hall: four 16-bit uniforms from one draw,
+  // so bounded at +-3.46); ~20x cheaper than normal(), for bulk synthetic weights.
+  float fast_normal() {
+    const uint64_t r = next_u64();
+    const float sum = static_cast<float>((r & 0xffff) + ((r >> 16) & 0xffff) + ((r >> 32) & 0xffff) + (r >> 48));
+    return (sum - 2.0f * 65535.0f) * (1.7320508f / (2.0f * 65536.0f));
+  }
+
   double normal() {
     if (has_spare_) {
       has_spare_ = false;

@@ -62,7 +62,17 @@ ThreadPool::~ThreadPool() {
   for (std::thread& t : workers_) t.join();
 }
 
+void ThreadPool::work_on(Job& job, int thread) {
+  for (;;) {
+    const int64_t t = job.next.fetch_add(1, std::memory_order_relaxed);
+    if (t >= job.tasks) return;
+    (*job.fn)(t, thread);
+    if (job.done.fetch_add(1, std::memory_order_acq_rel) + 1 == job.tasks) job.done.notify_all();
+  }
+}
+
 void ThreadPool::worker_loop(int index) {
+  t_in_pool_task = true;
   uint64_t seen = 0;
   for (;;) {
     uint64_t e = epoch_.load(std::memory_order_acquire);
@@ -76,10 +86,13 @@ void ThreadPool::worker_loop(int index) {
     }
     seen = e;
     if (stop_.load()) return;
-    t_in_pool_task = true;
-    const int n = size();
-    for (int64_t t = index; t < tasks_; t += n) (*job_)(t, index);
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
+    std::shared_ptr<Job> job;
+    {
+      std::lock_guard<std::mutex> lock(job_mutex_);
+      job = current_;
+    }
+    // A late worker may find an old, finished job: claiming fails and it goes back to sleep.
+    if (job) work_on(*job, index);
   }
 }
 
@@ -89,25 +102,27 @@ void ThreadPool::run(int64_t tasks, const std::function<void(int64_t, int)>& fn)
     for (int64_t t = 0; t < tasks; ++t) fn(t, 0);
     return;
   }
-  std::lock_guard<std::mutex> lock(run_mutex_);  // one job at a time across caller threads
+  std::lock_guard<std::mutex> lock(run_mutex_);
   t_in_pool_task = true;
-  job_ = &fn;
-  tasks_ = tasks;
-  pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+  auto job = std::make_shared<Job>();
+  job->fn = &fn;
+  job->tasks = tasks;
+  {
+    std::lock_guard<std::mutex> jl(job_mutex_);
+    current_ = job;
+  }
   epoch_.fetch_add(1, std::memory_order_release);
   epoch_.notify_all();
-  const int n = size();
-  for (int64_t t = 0; t < tasks; t += n) fn(t, 0);
-  int left = pending_.load(std::memory_order_acquire);
-  for (int i = 0; left != 0 && i < spin_iters_; ++i) {
+  work_on(*job, 0);
+  int64_t done = job->done.load(std::memory_order_acquire);
+  for (int i = 0; done != tasks && i < spin_iters_; ++i) {
     cpu_relax();
-    left = pending_.load(std::memory_order_acquire);
+    done = job->done.load(std::memory_order_acquire);
   }
-  while (left != 0) {
-    pending_.wait(left, std::memory_order_acquire);
-    left = pending_.load(std::memory_order_acquire);
+  while (done != tasks) {
+    job->done.wait(done, std::memory_order_acquire);
+    done = job->done.load(std::memory_order_acquire);
   }
-  job_ = nullptr;
   t_in_pool_task = false;
 }
 
@@ -116,7 +131,7 @@ SerialScope::~SerialScope() { t_in_pool_task = saved_; }
 
 void ThreadPool::parallel_for(int64_t n, int64_t align, const std::function<void(int64_t, int64_t, int)>& fn) {
   if (n <= 0) return;
-  const int64_t parts = size();
+  const int64_t parts = size() == 1 ? 1 : 4 * static_cast<int64_t>(size());
   const int64_t a = align > 0 ? align : 1;
   const int64_t units = (n + a - 1) / a;
   run(parts, [&](int64_t p, int thread) {

@@ -1,15 +1,17 @@
 // A persistent pool of worker threads for data-parallel kernels.
 //
-// run(n, fn) calls fn(task) for every task in [0, n) and returns when all are done; tasks are
-// split statically (task i goes to thread i % threads), so callers that partition by rows,
-// experts or heads get a fixed, reproducible assignment.  Idle workers spin briefly (only when
-// the pool is not oversubscribed) and then sleep on a futex, so running with more threads than
-// cores, or beside another busy process, degrades gracefully instead of collapsing.
+// run(n, fn) calls fn(task) for every task in [0, n) and returns when all are done.  Tasks are
+// claimed from a shared counter by the caller and by whichever workers are awake, so a worker
+// that is descheduled (more threads than cores, or another busy process) never stalls the job:
+// the others simply take its share.  Kernels partition by rows, experts or heads and their
+// results never depend on which thread ran a task.  Idle workers spin briefly (only when the
+// pool is not oversubscribed), then sleep on a futex.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -26,25 +28,31 @@ class ThreadPool {
 
   int size() const { return static_cast<int>(workers_.size()) + 1; }  // workers + the caller
 
-  // fn(task, thread) for task in [0, tasks); the calling thread takes part.  Not reentrant:
-  // a task that calls run() again runs that inner job
-  // inline.  fn must not throw.
+  // fn(task, thread) for task in [0, tasks); the calling thread takes part.  A task that calls
+  // run() again runs that inner job inline.  fn must not throw.
   void run(int64_t tasks, const std::function<void(int64_t task, int thread)>& fn);
 
-  // Splits [0, n) into size() contiguous ranges (aligned to `align`) and calls fn(begin, end, thread).
+  // Splits [0, n) into contiguous pieces aligned to `align` (a few per thread) and calls
+  // fn(begin, end, thread) for each.
   void parallel_for(int64_t n, int64_t align, const std::function<void(int64_t, int64_t, int)>& fn);
 
  private:
+  struct Job {
+    const std::function<void(int64_t, int)>* fn = nullptr;
+    int64_t tasks = 0;
+    std::atomic<int64_t> next{0};
+    std::atomic<int64_t> done{0};
+  };
+  static void work_on(Job& job, int thread);
   void worker_loop(int index);
 
   std::vector<std::thread> workers_;
-  const std::function<void(int64_t, int)>* job_ = nullptr;
-  int64_t tasks_ = 0;
+  std::mutex job_mutex_;  // guards current_
+  std::shared_ptr<Job> current_;
   std::atomic<uint64_t> epoch_{0};
-  std::atomic<int> pending_{0};
   std::atomic<bool> stop_{false};
   int spin_iters_ = 0;
-  std::mutex run_mutex_;
+  std::mutex run_mutex_;  // one job at a time across caller threads
 };
 
 // While alive, pool jobs started from this thread run inline on it (for callers that already

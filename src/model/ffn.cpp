@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "base/profile.h"
 #include "kernels/activation.h"
 #include "kernels/linear.h"
 #include "kernels/moe_route.h"
@@ -25,17 +26,21 @@ void moe_forward(const MoeWeights& w, const TextConfig& c, const float* x, int64
                  std::vector<int32_t>* routes) {
   const int E = c.num_experts, K = c.top_k;
   const int64_t d = c.hidden_size;
-  std::vector<float> logits(n * E);
-  linear(w.router, x, n, logits.data());
   std::vector<int32_t> sel(n * K);
   std::vector<float> weight(n * K);
-  for (int64_t t = 0; t < n; ++t)
-    route_topk(&logits[t * E], w.router_bias.data(), E, K, c.renormalize, c.routed_scaling_factor, &sel[t * K],
-               &weight[t * K]);
+  {
+    ScopedPhase phase(Phase::kRouter);
+    std::vector<float> logits(n * E);
+    linear(w.router, x, n, logits.data());
+    for (int64_t t = 0; t < n; ++t)
+      route_topk(&logits[t * E], w.router_bias.data(), E, K, c.renormalize, c.routed_scaling_factor, &sel[t * K],
+                 &weight[t * K]);
+  }
   if (routes != nullptr) *routes = sel;
 
   // Routed experts, grouped by expert so each expert's weights stream once per call; each
   // token accumulates its experts in expert-index order (independent of the batch).
+  ScopedPhase experts_phase(Phase::kExperts);
   const int64_t inner = w.latent_down.empty() ? d : w.latent_down.rows;
   std::vector<float> z;
   const float* zin = x;
@@ -77,6 +82,7 @@ void moe_forward(const MoeWeights& w, const TextConfig& c, const float* x, int64
     std::copy(acc.begin(), acc.end(), y);
 
   if (!w.shared.gate.empty()) {
+    ScopedPhase phase(Phase::kShared);
     std::vector<float> s(n * d);
     mlp_forward(w.shared, c, x, n, s.data());
     for (int64_t i = 0; i < n * d; ++i) y[i] += s[i];

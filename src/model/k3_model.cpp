@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "base/profile.h"
 #include "kernels/attn_res.h"
 #include "kernels/linear.h"
 #include "kernels/norm.h"
@@ -123,6 +124,7 @@ void Model::forward(std::span<const SequenceInput> batch, std::vector<float>* lo
 
   std::vector<float> embedding(N * d);
   {
+    ScopedPhase phase(Phase::kEmbed);
     int64_t r = 0;
     for (const SequenceInput& in : batch) {
       const int64_t row0 = r;
@@ -142,25 +144,45 @@ void Model::forward(std::span<const SequenceInput> batch, std::vector<float>* lo
   int kda_index = 0, mla_index = 0;
   for (int l = 0; l < c.num_layers; ++l) {
     const LayerWeights& L = weights_.layers[l];
-    stream.attn_input(l, L, &h);
-    rms_norm(h.data(), N, d, L.input_norm.data(), c.rms_norm_eps, normed.data());
-    if (L.kind == LayerKind::kKda)
+    {
+      ScopedPhase phase(Phase::kAttnRes);
+      stream.attn_input(l, L, &h);
+    }
+    {
+      ScopedPhase phase(Phase::kNorm);
+      rms_norm(h.data(), N, d, L.input_norm.data(), c.rms_norm_eps, normed.data());
+    }
+    if (L.kind == LayerKind::kKda) {
+      ScopedPhase phase(Phase::kKda);
       kda_layer_forward(L.kda, c, layout, kda_index++, normed.data(), sub.data(), options_.kda);
-    else
+    } else {
+      ScopedPhase phase(Phase::kMla);
       mla_layer_forward(L.mla, c, layout, mla_index++, normed.data(), sub.data(), options_.mla);
+    }
     if (trace != nullptr) trace->attn_out[l] = sub;
     stream.add_attn(sub);
 
-    stream.mlp_input(L, &h);
-    rms_norm(h.data(), N, d, L.post_norm.data(), c.rms_norm_eps, normed.data());
-    if (L.moe)
+    {
+      ScopedPhase phase(Phase::kAttnRes);
+      stream.mlp_input(L, &h);
+    }
+    {
+      ScopedPhase phase(Phase::kNorm);
+      rms_norm(h.data(), N, d, L.post_norm.data(), c.rms_norm_eps, normed.data());
+    }
+    if (L.moe) {
       moe_forward(L.moe_w, c, normed.data(), N, sub.data(), trace != nullptr ? &trace->routes[l] : nullptr);
-    else
+    } else {
+      ScopedPhase phase(Phase::kDense);
       mlp_forward(L.dense, c, normed.data(), N, sub.data());
+    }
     if (trace != nullptr) trace->ffn_out[l] = sub;
     stream.add_mlp(sub);
   }
-  stream.final_output(weights_, &h);
+  {
+    ScopedPhase phase(Phase::kAttnRes);
+    stream.final_output(weights_, &h);
+  }
   if (trace != nullptr) trace->final_hidden = h;
   for (const BatchSegment& s : layout.segments) s.state->position_ += s.len;
 
@@ -173,6 +195,7 @@ void Model::forward(std::span<const SequenceInput> batch, std::vector<float>* lo
     else
       rows.push_back(s.row0 + s.len - 1);
   }
+  ScopedPhase phase(Phase::kLmHead);
   std::vector<float> picked(rows.size() * d);
   for (size_t i = 0; i < rows.size(); ++i)
     rms_norm(&h[rows[i] * d], 1, d, weights_.final_norm.data(), c.rms_norm_eps, &picked[i * d]);

@@ -10,6 +10,7 @@
 #include "base/numeric_types.h"
 #include "base/progress.h"
 #include "base/rng.h"
+#include "base/thread_pool.h"
 #include "io/safetensors_writer.h"
 #include "kernels/mxfp4.h"
 #include "model/k3_config.h"
@@ -144,10 +145,14 @@ class Planner {
   void bf16(const std::string& name, std::vector<int64_t> shape, double std, double mean = 0.0) {
     const uint64_t s = name_seed(seed_, name);
     tensors.push_back({name, DType::kBF16, std::move(shape), [s, std, mean](uint8_t* dst, size_t n) {
-                         Rng rng(s);
+                         // Chunks of 2^20 values with their own seeds, generated in parallel.
                          auto* p = reinterpret_cast<uint16_t*>(dst);
-                         for (size_t i = 0; i < n / 2; ++i)
-                           p[i] = f32_to_bf16(static_cast<float>(mean + std * rng.normal()));
+                         const int64_t count = static_cast<int64_t>(n / 2), chunk = int64_t{1} << 20;
+                         global_pool().run((count + chunk - 1) / chunk, [&](int64_t c, int) {
+                           Rng rng(s ^ (static_cast<uint64_t>(c) * 0x9e3779b97f4a7c15ULL));
+                           for (int64_t i = c * chunk; i < std::min(count, (c + 1) * chunk); ++i)
+                             p[i] = f32_to_bf16(static_cast<float>(mean + std * rng.fast_normal()));
+                         });
                        },
                        shard});
   }
@@ -165,17 +170,17 @@ class Planner {
     // Both tensors are generated from the same rows; the scale pass re-generates them.
     const uint64_t s = name_seed(seed_, module);
     auto rowgen = [s, rows, cols, std](bool want_scales, uint8_t* dst) {
-      Rng rng(s);
-      std::vector<float> row(cols);
-      std::vector<uint8_t> packed(cols / 2), scales(cols / 32);
-      for (int64_t r = 0; r < rows; ++r) {
-        for (auto& v : row) v = static_cast<float>(std * rng.normal());
+      global_pool().run(rows, [&](int64_t r, int) {  // one seed per row, rows in parallel
+        Rng rng(s ^ (static_cast<uint64_t>(r + 1) * 0x9e3779b97f4a7c15ULL));
+        std::vector<float> row(cols);
+        std::vector<uint8_t> packed(cols / 2), scales(cols / 32);
+        for (auto& v : row) v = static_cast<float>(std * rng.fast_normal());
         mxfp4_quant_row(row.data(), cols, packed.data(), scales.data());
         if (want_scales)
           std::copy(scales.begin(), scales.end(), dst + r * (cols / 32));
         else
           std::copy(packed.begin(), packed.end(), dst + r * (cols / 2));
-      }
+      });
     };
     tensors.push_back({module + ".weight_packed", DType::kU8, {rows, cols / 2},
                        [rowgen](uint8_t* dst, size_t) { rowgen(false, dst); }, shard});
