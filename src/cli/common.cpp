@@ -44,7 +44,7 @@ std::string default_model_dir() {
   ::mkdir(base.c_str(), 0755);
   base += "/k3";
   ::mkdir(base.c_str(), 0755);
-  return base + "/default-tiny-v1";  // bump when the synthetic format changes
+  return base + "/default-tiny-v2";  // bump when the synthetic format changes
 }
 
 std::string resolve_model_dir(const std::string& given) {
