@@ -9,6 +9,10 @@
 
 #include <CLI/CLI.hpp>
 
+namespace k3 {
+class Tokenizer;
+}
+
 namespace k3::cli {
 
 using Runner = std::function<int()>;
@@ -17,6 +21,9 @@ void add_inspect_command(CLI::App& app, Runner& run);
 void add_generate_command(CLI::App& app, Runner& run);
 void add_logits_command(CLI::App& app, Runner& run);
 void add_synth_command(CLI::App& app, Runner& run);
+void add_tokenize_command(CLI::App& app, Runner& run);
+void add_detokenize_command(CLI::App& app, Runner& run);
+void add_render_chat_command(CLI::App& app, Runner& run);
 
 // Shared helpers.
 // Parses "1,2,3" (commas and/or spaces); throws k3::Error naming the bad entry.
@@ -25,5 +32,16 @@ std::vector<int32_t> parse_token_ids(const std::string& text);
 std::string default_model_dir();
 // Resolves an empty --model to the default model, creating it when needed.
 std::string resolve_model_dir(const std::string& given);
+
+// Tokenizer selection shared by tokenize / detokenize / render-chat (cmd_tokenize.cpp):
+// --tiktoken FILE [--pattern k3|cl100k|o200k], or --model DIR, else the default model's tokenizer.
+struct TokenizerArgs {
+  std::string tiktoken, pattern = "k3", model;
+};
+void add_tokenizer_options(CLI::App* sub, TokenizerArgs& args);
+Tokenizer load_tokenizer(const TokenizerArgs& args);
+// All of stdin (binary); stdout written exactly, throwing k3::Error on failure.
+std::string read_stdin();
+void write_stdout(const std::string& data);
 
 }  // namespace k3::cli

@@ -1,0 +1,39 @@
+// JSON text exactly as Python's json module writes it, for the places where the K3 chat format
+// bakes Python output into the prompt (tool declarations, argument values) or into the API
+// response (tool-call `arguments`):
+//   - json.dumps(v, ensure_ascii=False[, separators=...][, sort_keys=...]): only `"`, `\`, and
+//     control characters below U+0020 are escaped (\n \r \t \b \f, else \u00XX); keys keep their
+//     insertion order unless sorted (by code point, at every level);
+//   - floats as Python's repr: shortest round-trip digits, fixed notation when the decimal exponent
+//     is in (-4, 16], else d.ddde±XX; always with a '.' or an exponent (1.0, 100000.0, 1e+16,
+//     1.5e-07, -0.0); NaN / Infinity / -Infinity as Python writes them.
+// loads() is nlohmann's parser with insertion order kept and a repeated key keeping its first
+// position with the last value (as a Python dict does).  Known differences from Python's
+// json.loads: NaN/Infinity literals are rejected, and integers beyond 64 bits become floats.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace k3 {
+
+using ojson = nlohmann::ordered_json;
+
+struct PyJsonStyle {
+  std::string_view item_separator = ", ";
+  std::string_view key_separator = ": ";
+  bool sort_keys = false;
+};
+
+inline constexpr PyJsonStyle kPyJsonDefault{", ", ": ", false};
+inline constexpr PyJsonStyle kPyJsonCompactSorted{",", ":", true};
+
+std::string py_json_dumps(const ojson& value, const PyJsonStyle& style = kPyJsonDefault);
+std::string py_float_repr(double value);
+// nullopt when `text` is not one JSON value.
+std::optional<ojson> py_json_loads(std::string_view text);
+
+}  // namespace k3

@@ -1,0 +1,147 @@
+#include "text/tokenizer.h"
+
+#include <algorithm>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "io/checkpoint.h"
+#include "text/bpe.h"
+#include "text/utf8.h"
+
+namespace k3 {
+namespace {
+
+constexpr size_t kKimiWindowChars = 400000;
+constexpr size_t kKimiMaxRunChars = 25000;
+
+// tokenization_kimi.py: 400,000-character windows, each cut so that no run of consecutive
+// whitespace / non-whitespace characters (str.isspace) exceeds 25,000 characters.
+template <typename F>
+void for_each_kimi_chunk(std::string_view text, F&& f) {
+  size_t window_start = 0;
+  while (window_start < text.size()) {
+    size_t i = window_start, chars = 0;
+    size_t slice_start = window_start, run = 0;
+    bool run_is_space = false;
+    while (i < text.size() && chars < kKimiWindowChars) {
+      size_t next = i;
+      const bool space = utf8::is_python_space(utf8::next(text, next));
+      if (chars == 0) run_is_space = space;
+      if (space != run_is_space) {
+        run = 1;
+        run_is_space = space;
+      } else if (++run > kKimiMaxRunChars) {
+        f(text.substr(slice_start, i - slice_start));
+        slice_start = i;
+        run = 1;
+      }
+      i = next;
+      ++chars;
+    }
+    f(text.substr(slice_start, i - slice_start));
+    window_start = i;
+  }
+}
+
+}  // namespace
+
+Tokenizer::Tokenizer(BpeRanks ranks, SpecialTokens specials, const std::string& pattern, bool kimi_chunking)
+    : ranks_(std::move(ranks)), specials_(std::move(specials)), pretokenizer_(pattern), kimi_chunking_(kimi_chunking) {
+  vocab_size_ = ranks_.end_rank();
+  for (const SpecialToken& s : specials_.tokens()) {
+    K3_CHECK(!ranks_.has_rank(s.id), "special token '", s.text, "' (id ", s.id, ") collides with an ordinary token");
+    vocab_size_ = std::max(vocab_size_, s.id + 1);
+  }
+}
+
+Tokenizer Tokenizer::from_tiktoken(const std::string& path, TokenizerPreset preset) {
+  BpeRanks ranks = BpeRanks::load_tiktoken(path);
+  SpecialTokens specials = preset_specials(preset, ranks.end_rank());
+  return Tokenizer(std::move(ranks), std::move(specials), preset_pattern(preset), preset_uses_kimi_chunking(preset));
+}
+
+Tokenizer Tokenizer::from_model_dir(const std::string& dir) {
+  const std::string model = dir + "/tiktoken.model";
+  K3_CHECK(file_exists(model), "no tokenizer in ", dir, " (", model, " is missing)");
+  BpeRanks ranks = BpeRanks::load_tiktoken(model);
+  const std::string config_path = dir + "/tokenizer_config.json";
+  SpecialTokens specials;
+  if (file_exists(config_path)) {
+    nlohmann::json config;
+    try {
+      config = nlohmann::json::parse(read_text_file(config_path));
+    } catch (const nlohmann::json::exception& e) {
+      fail(config_path, ": invalid JSON (", e.what(), ")");
+    }
+    K3_CHECK(config.is_object(), config_path, ": must hold a JSON object");
+    specials = SpecialTokens::from_kimi_config(config, ranks.end_rank(), config_path);
+  } else {
+    log_warn(config_path, " is missing; using K3's special token names");
+    specials = SpecialTokens::k3_defaults(ranks.end_rank());
+  }
+  return Tokenizer(std::move(ranks), std::move(specials), preset_pattern(TokenizerPreset::kK3), true);
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool allow_special) const {
+  std::vector<int32_t> out;
+  encode_append(text, allow_special, out);
+  return out;
+}
+
+void Tokenizer::encode_append(std::string_view text, bool allow_special, std::vector<int32_t>& out) const {
+  std::string sanitized;
+  if (!utf8::is_valid(text)) {
+    sanitized = utf8::sanitize(text);
+    text = sanitized;
+  }
+  if (kimi_chunking_) {
+    for_each_kimi_chunk(text, [&](std::string_view chunk) { encode_chunk(chunk, allow_special, out); });
+  } else {
+    encode_chunk(text, allow_special, out);
+  }
+}
+
+void Tokenizer::encode_chunk(std::string_view text, bool allow_special, std::vector<int32_t>& out) const {
+  if (!allow_special || specials_.empty()) {
+    encode_ordinary(text, out);
+    return;
+  }
+  size_t pos = 0;
+  while (pos < text.size()) {
+    const std::optional<SpecialMatch> m = specials_.find(text, pos);
+    if (!m) break;
+    encode_ordinary(text.substr(pos, m->pos - pos), out);
+    out.push_back(m->id);
+    pos = m->pos + m->len;
+  }
+  encode_ordinary(text.substr(pos), out);
+}
+
+void Tokenizer::encode_ordinary(std::string_view text, std::vector<int32_t>& out) const {
+  pretokenizer_.for_each_piece(text, [&](std::string_view piece) { bpe_encode_piece(piece, ranks_, out); });
+}
+
+std::string_view Tokenizer::token_bytes(int32_t id) const {
+  if (ranks_.has_rank(id)) return ranks_.bytes(id);
+  if (const std::string* s = specials_.text(id)) return *s;
+  fail("token id ", id, " is not in the vocabulary (size ", vocab_size_, ")");
+}
+
+std::string Tokenizer::decode_bytes(std::span<const int32_t> ids) const {
+  std::string out;
+  for (int32_t id : ids) out.append(token_bytes(id));
+  return out;
+}
+
+std::string Tokenizer::decode(std::span<const int32_t> ids) const {
+  std::string bytes = decode_bytes(ids);
+  return utf8::is_valid(bytes) ? bytes : utf8::sanitize(bytes);
+}
+
+int32_t Tokenizer::require_special(std::string_view text) const {
+  const std::optional<int32_t> id = specials_.id(text);
+  K3_CHECK(id.has_value(), "the tokenizer has no special token '", text, "'");
+  return *id;
+}
+
+}  // namespace k3
