@@ -24,6 +24,8 @@ case "$mode" in
     ./build/k3 inspect
     echo "== k3 generate --prompt-ids 1,2,3,4,5 --max-tokens 16 (greedy)"
     ./build/k3 generate --prompt-ids 1,2,3,4,5 --max-tokens 16 --ignore-eos "$@"
+    echo "== k3 chat (one scripted turn; the default model has random weights, so expect noise)"
+    printf 'Hello! What can you do?\n' | ./build/k3 chat --max-tokens 24
     ;;
   test)
     bash scripts/install-deps.sh

@@ -21,6 +21,8 @@ void add_inspect_command(CLI::App& app, Runner& run);
 void add_generate_command(CLI::App& app, Runner& run);
 void add_logits_command(CLI::App& app, Runner& run);
 void add_synth_command(CLI::App& app, Runner& run);
+void add_bench_command(CLI::App& app, Runner& run);
+void add_chat_command(CLI::App& app, Runner& run);
 void add_tokenize_command(CLI::App& app, Runner& run);
 void add_detokenize_command(CLI::App& app, Runner& run);
 void add_render_chat_command(CLI::App& app, Runner& run);

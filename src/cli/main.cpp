@@ -22,6 +22,8 @@ int main(int argc, char** argv) {
   k3::cli::add_generate_command(app, run);
   k3::cli::add_logits_command(app, run);
   k3::cli::add_synth_command(app, run);
+  k3::cli::add_bench_command(app, run);
+  k3::cli::add_chat_command(app, run);
   k3::cli::add_tokenize_command(app, run);
   k3::cli::add_detokenize_command(app, run);
   k3::cli::add_render_chat_command(app, run);

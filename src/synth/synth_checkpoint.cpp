@@ -14,6 +14,7 @@
 #include "io/safetensors_writer.h"
 #include "kernels/mxfp4.h"
 #include "model/k3_config.h"
+#include "text/synth_tokenizer.h"
 
 namespace k3 {
 namespace {
@@ -333,6 +334,7 @@ void write_synth_checkpoint(const std::string& dir, const SynthOptions& options)
   progress.finish();
   const json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
   std::ofstream(dir + "/model.safetensors.index.json") << index.dump(2) << "\n";
+  write_synth_tokenizer(dir, c.vocab_size);  // a small byte-level BPE with the K3 specials
   std::ofstream out(dir + "/config.json");
   out << cfg.dump(2) << "\n";
   if (!out) fail(dir, "/config.json: write failed");

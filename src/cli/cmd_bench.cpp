@@ -1,0 +1,92 @@
+// k3 bench: measure the machine, then k3's kernels at real K3 shapes and the whole model, each
+// as a ratio to the measured limit.  Default model: a synthetic checkpoint with full Kimi K3
+// widths (4 layers = 3 KDA + 1 MLA, 64 experts top-16, real vocab), created on first use.
+#include <cstdio>
+#include <fstream>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "base/thread_pool.h"
+#include "cli/commands.h"
+#include "io/checkpoint.h"
+#include "model/k3_model.h"
+#include "perf/report.h"
+#include "synth/synth_checkpoint.h"
+
+namespace k3::cli {
+namespace {
+
+std::string bench_model_dir() {
+  const std::string tiny = default_model_dir();
+  const std::string dir = tiny.substr(0, tiny.rfind('/')) + "/bench-k3-width-v1";
+  if (!file_exists(dir + "/config.json")) {
+    log_warn("creating the full-width benchmark checkpoint (k3 synth --preset k3-width) in ", dir,
+             "; this takes a few minutes and ~9 GB of disk, once");
+    SynthOptions opt;
+    opt.preset = "k3-width";
+    write_synth_checkpoint(dir, opt);
+  }
+  return dir;
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  if (!out) fail(path, ": cannot write");
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app, Runner& run) {
+  struct Args {
+    std::string model, json, plot, filter;
+    int threads = 0, reps = 5, prompt = 128, decode = 8;
+    bool quick = false, no_model = false, no_kernels = false, pin = false;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand("bench", "Measure the machine, the kernels and the whole model");
+  sub->add_option("--model", a->model, "Checkpoint for the model figures (default: synthetic full-width K3)");
+  sub->add_option("--threads", a->threads, "Worker threads (default: one per CPU)");
+  sub->add_flag("--pin", a->pin, "Pin threads to CPUs");
+  sub->add_option("--reps", a->reps, "Repetitions per figure (median, min and max are reported)")->check(CLI::Range(1, 1000));
+  sub->add_option("--prompt-tokens", a->prompt, "Prefill prompt length")->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--decode-tokens", a->decode, "Decode steps per repetition")->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--json", a->json, "Also write the results as JSON");
+  sub->add_option("--plot", a->plot, "Also write an SVG chart of ratio-to-limit per figure");
+  sub->add_option("--filter", a->filter, "Only kernels whose name contains this");
+  sub->add_flag("--quick", a->quick, "Small shapes and the tiny default model (a smoke run, not a measurement)");
+  sub->add_flag("--no-model", a->no_model, "Skip the whole-model figures");
+  sub->add_flag("--no-kernels", a->no_kernels, "Skip the kernel figures");
+  sub->callback([a, &run] {
+    run = [a]() {
+      K3_CHECK(a->threads >= 0, "--threads must be >= 0");
+      if (a->threads > 0 || a->pin) set_num_threads(a->threads, a->pin);
+      ThreadPool& pool = global_pool();
+      BenchReport report;
+      measure_read_bandwidth(pool, &report.machine, a->quick ? 2 : 5, a->quick ? (64u << 20) : 0);
+      measure_peak_flops(pool, &report.machine);
+      if (!a->no_kernels) {
+        KernelBenchOptions ko;
+        ko.reps = a->reps;
+        ko.quick = a->quick;
+        ko.filter = a->filter;
+        report.kernels = run_kernel_benches(pool, report.machine, ko);
+      }
+      if (!a->no_model) {
+        const std::string dir = !a->model.empty() ? a->model : a->quick ? resolve_model_dir("") : bench_model_dir();
+        auto model = Model::load(dir);
+        ModelBenchOptions mo;
+        mo.reps = a->reps;
+        mo.prompt_tokens = a->quick ? std::min(a->prompt, 32) : a->prompt;
+        mo.decode_tokens = a->decode;
+        report.model = run_model_bench(*model, dir, report.machine, pool, mo);
+      }
+      std::fputs(format_table(report).c_str(), stdout);
+      if (!a->json.empty()) write_text(a->json, to_json(report).dump(2) + "\n");
+      if (!a->plot.empty()) write_text(a->plot, render_svg(report));
+      return 0;
+    };
+  });
+}
+
+}  // namespace k3::cli

@@ -1,0 +1,138 @@
+// k3 chat: an interactive terminal chat with streamed replies; the think channel is shown apart
+// from the answer.  Commands: /effort low|high|max, /think on|off, /reset, /help, /quit.
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "base/error.h"
+#include "cli/commands.h"
+#include "engine/chat_session.h"
+#include "model/k3_model.h"
+#include "text/tokenizer.h"
+
+namespace k3::cli {
+namespace {
+
+const char* kHelp =
+    "commands: /effort low|high|max   /think on|off   /reset   /help   /quit\n"
+    "the model's reasoning is shown dimmed (or after 'thinking:' when not on a terminal)\n";
+
+struct Printer {
+  bool tty = isatty(STDOUT_FILENO) != 0;
+  bool in_reasoning = false;
+  bool any_content = false;
+  void delta(const ChatDelta& d) {
+    if (!d.reasoning.empty()) {
+      if (!in_reasoning) {
+        std::fputs(tty ? "\x1b[2m" : "thinking: ", stdout);
+        in_reasoning = true;
+      }
+      std::fputs(d.reasoning.c_str(), stdout);
+    }
+    if (!d.content.empty() || !d.tool_calls.empty()) end_reasoning();
+    if (!d.content.empty()) {
+      std::fputs(d.content.c_str(), stdout);
+      any_content = true;
+    }
+    for (const ParsedToolCall& c : d.tool_calls) std::printf("\n[tool call %s(%s)]", c.name.c_str(), c.arguments.c_str());
+    std::fflush(stdout);
+  }
+  void end_reasoning() {
+    if (!in_reasoning) return;
+    std::fputs(tty ? "\x1b[0m\n" : "\n", stdout);
+    in_reasoning = false;
+  }
+};
+
+int chat(const std::string& dir, ChatSessionOptions opt) {
+  auto model = Model::load(dir);
+  const Tokenizer tokenizer = Tokenizer::from_model_dir(dir);
+  ChatSession session(*model, tokenizer, opt);
+  const bool tty_in = isatty(STDIN_FILENO) != 0;
+  if (tty_in) std::printf("k3 chat with %s (%s). %s", dir.c_str(), model->config().model_type.c_str(), kHelp);
+  std::string line;
+  for (;;) {
+    if (tty_in) {
+      std::fputs("> ", stdout);
+      std::fflush(stdout);
+    }
+    if (!std::getline(std::cin, line)) break;
+    if (line.empty()) continue;
+    if (line[0] == '/') {
+      if (line == "/quit" || line == "/exit") break;
+      if (line == "/help") {
+        std::fputs(kHelp, stdout);
+      } else if (line == "/reset") {
+        session.reset();
+        std::puts("(conversation cleared)");
+      } else if (line == "/think on" || line == "/think off") {
+        session.options().thinking = line == "/think on";
+        std::printf("(thinking %s)\n", session.options().thinking ? "on" : "off");
+      } else if (line.rfind("/effort ", 0) == 0) {
+        const std::string e = line.substr(8);
+        if (e != "low" && e != "high" && e != "max") {
+          std::puts("(effort must be low, high or max)");
+        } else {
+          session.options().effort = e;
+          std::printf("(effort %s)\n", e.c_str());
+        }
+      } else {
+        std::printf("(unknown command %s) %s", line.c_str(), kHelp);
+      }
+      continue;
+    }
+    Printer printer;
+    try {
+      ChatReply r = session.send(line, [&](const ChatDelta& d) { printer.delta(d); });
+      printer.end_reasoning();
+      std::printf("\n");
+      if (r.message.degraded) std::puts("(the reply did not follow the chat format; shown as text)");
+      if (r.finish_reason == "length") std::puts("(reply cut at --max-tokens)");
+    } catch (const Error& e) {
+      printer.end_reasoning();
+      std::printf("\n(error: %s)\n", e.what());
+    }
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_chat_command(CLI::App& app, Runner& run) {
+  struct Args {
+    std::string model, effort = "max";
+    bool no_think = false;
+    int max_tokens = 1024;
+    float temperature = 0.0f, top_p = 1.0f;
+    int top_k = 0;
+    uint64_t seed = 0;
+    int64_t ctx = 0;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand("chat", "Chat in the terminal (streamed, think channel shown apart)");
+  sub->add_option("--model", a->model, "Checkpoint directory (default: the built-in tiny model)");
+  sub->add_option("--effort", a->effort, "Thinking effort: low, high or max")->check(CLI::IsMember({"low", "high", "max"}));
+  sub->add_flag("--no-think", a->no_think, "Answer without the think channel");
+  sub->add_option("--max-tokens", a->max_tokens, "Tokens per reply")->check(CLI::PositiveNumber);
+  sub->add_option("--temperature", a->temperature, "Sampling temperature (0: greedy)");
+  sub->add_option("--top-p", a->top_p, "Nucleus sampling mass");
+  sub->add_option("--top-k", a->top_k, "Sample among the k most likely tokens");
+  sub->add_option("--seed", a->seed, "Sampling seed");
+  sub->add_option("--ctx", a->ctx, "Context limit in tokens (default: the model's)");
+  sub->callback([a, &run] {
+    run = [a]() {
+      ChatSessionOptions o;
+      o.sampling = {a->temperature, a->top_k, a->top_p, a->seed};
+      o.max_reply_tokens = a->max_tokens;
+      o.context = a->ctx;
+      o.thinking = !a->no_think;
+      o.effort = a->effort;
+      return chat(resolve_model_dir(a->model), o);
+    };
+  });
+}
+
+}  // namespace k3::cli

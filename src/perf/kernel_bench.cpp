@@ -1,0 +1,282 @@
+#include "perf/kernel_bench.h"
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <memory>
+
+#include "base/log.h"
+#include "base/progress.h"
+#include "base/thread_pool.h"
+#include "kernels/kda.h"
+#include "kernels/linear.h"
+#include "kernels/mla_attention.h"
+#include "perf/stopwatch.h"
+
+namespace k3 {
+namespace {
+
+// Fast parallel fill with small pseudo-random values (content only needs to be finite).
+void fill_bf16(ThreadPool& pool, std::vector<uint16_t>& v, uint64_t seed) {
+  pool.parallel_for(static_cast<int64_t>(v.size()), 4096, [&](int64_t b, int64_t e, int) {
+    uint64_t s = seed ^ (static_cast<uint64_t>(b) * 0x9e3779b97f4a7c15ULL);
+    for (int64_t i = b; i < e; ++i) {
+      s ^= s << 13;
+      s ^= s >> 7;
+      s ^= s << 17;
+      // sign | exponent 118..125 | mantissa: magnitudes ~ 2^-9 .. 2^-2
+      v[i] = static_cast<uint16_t>(((s & 1) << 15) | ((118 + (s >> 1) % 8) << 7) | ((s >> 8) & 0x7f));
+    }
+  });
+}
+void fill_u8(ThreadPool& pool, std::vector<uint8_t>& v, uint64_t seed, uint8_t lo, uint8_t span) {
+  pool.parallel_for(static_cast<int64_t>(v.size()), 4096, [&](int64_t b, int64_t e, int) {
+    uint64_t s = seed ^ (static_cast<uint64_t>(b) * 0x9e3779b97f4a7c15ULL) ^ 1;
+    for (int64_t i = b; i < e; ++i) {
+      s ^= s << 13;
+      s ^= s >> 7;
+      s ^= s << 17;
+      v[i] = static_cast<uint8_t>(span == 0 ? s : lo + s % span);
+    }
+  });
+}
+void fill_f32(std::vector<float>& v, uint64_t seed, float scale) {
+  uint64_t s = seed | 1;
+  for (float& x : v) {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    x = scale * (static_cast<float>(s % 2001) / 1000.0f - 1.0f);
+  }
+}
+
+struct Timed {
+  Summary seconds;
+  double bw_before = 0, bw_after = 0;
+};
+
+// Runs body `reps` times (after one warm-up), probing bandwidth before and after.
+Timed time_it(ThreadPool& pool, int reps, bool probe, const std::function<void()>& body) {
+  Timed t;
+  if (probe) t.bw_before = measure_read_gbps_once(pool);
+  body();
+  std::vector<double> v;
+  for (int i = 0; i < reps; ++i) {
+    const double t0 = now_seconds();
+    body();
+    v.push_back(now_seconds() - t0);
+  }
+  if (probe) t.bw_after = measure_read_gbps_once(pool);
+  t.seconds = summarize(v);
+  return t;
+}
+
+BenchResult bandwidth_result(const std::string& name, double bytes, const Timed& t, const MachineLimits& m) {
+  BenchResult r;
+  r.name = name;
+  r.unit = "GB/s";
+  r.value = bytes / t.seconds.median / 1e9;
+  r.min = bytes / t.seconds.max / 1e9;
+  r.max = bytes / t.seconds.min / 1e9;
+  const double limit = t.bw_before > 0 ? 0.5 * (t.bw_before + t.bw_after) : m.read_gbps;
+  r.ratio_to_limit = r.value / limit;
+  r.limit = "read bandwidth " + std::to_string(static_cast<int>(limit + 0.5)) + " GB/s (probed around the run)";
+  return r;
+}
+
+BenchResult flops_result(const std::string& name, double flops, const Timed& t, double peak, const std::string& what) {
+  BenchResult r;
+  r.name = name;
+  r.unit = "GFLOP/s";
+  r.value = flops / t.seconds.median / 1e9;
+  r.min = flops / t.seconds.max / 1e9;
+  r.max = flops / t.seconds.min / 1e9;
+  r.ratio_to_limit = peak > 0 ? r.value / peak : 0;
+  r.limit = what;
+  return r;
+}
+
+// bf16 GEMV y = W x over enough copies of W to exceed the LLC.
+BenchResult bench_bf16_gemv(ThreadPool& pool, const MachineLimits& m, int64_t rows, int64_t cols, int reps, bool quick) {
+  const uint64_t bytes = static_cast<uint64_t>(rows) * cols * 2;
+  const int copies = static_cast<int>(std::max<uint64_t>(2, (quick ? 1 : 3) * m.llc_bytes / bytes + 1));
+  std::vector<std::vector<uint16_t>> w(copies, std::vector<uint16_t>(rows * cols));
+  for (int i = 0; i < copies; ++i) fill_bf16(pool, w[i], 11 + i);
+  std::vector<float> x(cols), y(rows);
+  fill_f32(x, 5, 1.0f);
+  int next = 0;
+  const Timed t = time_it(pool, reps * copies, !quick, [&] {
+    Matrix mat{WeightFormat::kBF16, rows, cols, w[next].data(), nullptr};
+    next = (next + 1) % copies;
+    linear(mat, x.data(), 1, y.data());
+  });
+  BenchResult r = bandwidth_result("bf16_gemv_" + std::to_string(rows) + "x" + std::to_string(cols), static_cast<double>(bytes), t, m);
+  r.note = std::to_string(copies) + " matrices rotated (" + std::to_string(copies * bytes >> 20) + " MiB)";
+  return r;
+}
+
+// One MXFP4 expert matrix (w1/w3 3072x3584 or w2 3584x3072) rotated over many experts.
+BenchResult bench_mxfp4_gemv(ThreadPool& pool, const MachineLimits& m, int64_t rows, int64_t cols, const std::string& which,
+                             int reps, bool quick) {
+  const uint64_t bytes = static_cast<uint64_t>(rows) * cols / 2 + static_cast<uint64_t>(rows) * cols / 32;
+  const int experts = static_cast<int>(std::max<uint64_t>(4, (quick ? 1 : 3) * m.llc_bytes / bytes + 1));
+  std::vector<std::vector<uint8_t>> packed(experts), scales(experts);
+  for (int e = 0; e < experts; ++e) {
+    packed[e].resize(rows * cols / 2);
+    scales[e].resize(rows * cols / 32);
+    fill_u8(pool, packed[e], 100 + e, 0, 0);
+    fill_u8(pool, scales[e], 200 + e, 118, 6);
+  }
+  std::vector<float> x(cols), y(rows);
+  fill_f32(x, 6, 1.0f);
+  int next = 0;
+  const Timed t = time_it(pool, reps * experts, !quick, [&] {
+    Matrix mat{WeightFormat::kMxfp4, rows, cols, packed[next].data(), scales[next].data()};
+    next = (next + 1) % experts;
+    linear(mat, x.data(), 1, y.data());
+  });
+  BenchResult r = bandwidth_result("mxfp4_gemv_" + which + "_" + std::to_string(rows) + "x" + std::to_string(cols),
+                                   static_cast<double>(bytes), t, m);
+  r.note = std::to_string(experts) + " experts rotated";
+  return r;
+}
+
+// Prefill GEMM: bf16 weights, fp32 activations, n tokens.
+BenchResult bench_gemm(ThreadPool& pool, const MachineLimits& m, int64_t rows, int64_t cols, int64_t n, int reps) {
+  std::vector<uint16_t> w(rows * cols);
+  fill_bf16(pool, w, 77);
+  std::vector<float> x(n * cols), y(n * rows);
+  fill_f32(x, 8, 1.0f);
+  Matrix mat{WeightFormat::kBF16, rows, cols, w.data(), nullptr};
+  const Timed t = time_it(pool, reps, false, [&] { linear(mat, x.data(), n, y.data()); });
+  return flops_result("gemm_bf16_" + std::to_string(rows) + "x" + std::to_string(cols) + "_n" + std::to_string(n),
+                      2.0 * rows * cols * n, t, m.fp32_gflops, "fp32 FMA peak");
+}
+
+struct KdaData {
+  int H, D;
+  int64_t T;
+  std::vector<float> q, k, v, g, beta, o, state;
+};
+
+KdaData make_kda(int H, int D, int64_t T) {
+  KdaData d{H, D, T, {}, {}, {}, {}, {}, {}, {}};
+  const int64_t P = static_cast<int64_t>(H) * D;
+  d.q.resize(T * P);
+  d.k.resize(T * P);
+  d.v.resize(T * P);
+  d.g.resize(T * P);
+  d.beta.resize(T * H);
+  d.o.resize(T * P);
+  d.state.assign(static_cast<size_t>(H) * D * D, 0.0f);
+  fill_f32(d.q, 1, 0.088f);
+  fill_f32(d.k, 2, 0.088f);
+  fill_f32(d.v, 3, 1.0f);
+  fill_f32(d.g, 4, 0.05f);
+  for (float& x : d.g) x = -std::fabs(x);
+  fill_f32(d.beta, 5, 0.5f);
+  for (float& b : d.beta) b = 0.5f + b;
+  return d;
+}
+
+void run_kda(ThreadPool& pool, KdaData& d, bool chunked) {
+  const int64_t P = static_cast<int64_t>(d.H) * d.D;
+  pool.run(d.H, [&](int64_t h, int) {
+    KdaHeadIO io;
+    io.q = d.q.data() + h * d.D;
+    io.k = d.k.data() + h * d.D;
+    io.v = d.v.data() + h * d.D;
+    io.g = d.g.data() + h * d.D;
+    io.o = d.o.data() + h * d.D;
+    io.beta = d.beta.data() + h;
+    io.stride_qk = io.stride_v = io.stride_g = io.stride_o = P;
+    io.stride_beta = d.H;
+    float* S = d.state.data() + h * d.D * d.D;
+    if (chunked) kda_chunked(io, d.T, d.D, d.D, 16, S);
+    else kda_recurrent(io, d.T, d.D, d.D, S);
+  });
+}
+
+}  // namespace
+
+std::vector<BenchResult> run_kernel_benches(ThreadPool& pool, const MachineLimits& m, const KernelBenchOptions& opt) {
+  std::vector<BenchResult> out;
+  const bool q = opt.quick;
+  const int reps = std::max(1, opt.reps);
+  auto want = [&](const std::string& name) { return opt.filter.empty() || name.find(opt.filter) != std::string::npos; };
+  std::vector<std::pair<std::string, std::function<void()>>> jobs;
+  if (want("bf16_gemv")) {
+    jobs.push_back({"bf16_gemv 12288x7168", [&] { out.push_back(bench_bf16_gemv(pool, m, q ? 1536 : 12288, q ? 896 : 7168, reps, q)); }});
+    jobs.push_back({"bf16_gemv 7168x12288", [&] { out.push_back(bench_bf16_gemv(pool, m, q ? 896 : 7168, q ? 1536 : 12288, reps, q)); }});
+  }
+  if (want("mxfp4_gemv")) {
+    jobs.push_back({"mxfp4_gemv w1", [&] { out.push_back(bench_mxfp4_gemv(pool, m, q ? 384 : 3072, q ? 448 : 3584, "w1", reps, q)); }});
+    jobs.push_back({"mxfp4_gemv w2", [&] { out.push_back(bench_mxfp4_gemv(pool, m, q ? 448 : 3584, q ? 384 : 3072, "w2", reps, q)); }});
+  }
+  if (want("gemm")) {
+    jobs.push_back({"gemm", [&] { out.push_back(bench_gemm(pool, m, q ? 512 : 7168, q ? 768 : 12288, q ? 32 : 256, reps)); }});
+  }
+  if (want("kda")) {
+    jobs.push_back({"kda", [&] {
+                      const int H = q ? 8 : 96, D = q ? 32 : 128;
+                      const int64_t T = q ? 256 : 4096;
+                      const double flops = 4.0 * H * D * D * T;  // the recurrence's work per token
+                      KdaData chunk = make_kda(H, D, T), rec = make_kda(H, D, T);
+                      const Timed tc = time_it(pool, reps, false, [&] { run_kda(pool, chunk, true); });
+                      const Timed tr = time_it(pool, std::max(1, reps / 2), false, [&] { run_kda(pool, rec, false); });
+                      BenchResult c = flops_result("kda_prefill_" + std::to_string(H) + "x" + std::to_string(D) + "_t" + std::to_string(T),
+                                                   flops, tc, m.fp32_gflops, "fp32 FMA peak (4*K*V per token per head)");
+                      BenchResult r = flops_result("kda_recurrent_" + std::to_string(H) + "x" + std::to_string(D) + "_t" + std::to_string(T),
+                                                   flops, tr, m.fp32_gflops, "fp32 FMA peak (4*K*V per token per head)");
+                      c.note = "chunked form: " + std::to_string(tr.seconds.median / tc.seconds.median).substr(0, 5) +
+                               "x the token-by-token recurrence per token";
+                      out.push_back(c);
+                      out.push_back(r);
+                      // Decode: one token per step, states of many layers rotated (beyond the LLC).
+                      const int layers = q ? 2 : static_cast<int>(3 * m.llc_bytes / (static_cast<uint64_t>(H) * D * D * 4) + 1);
+                      std::vector<KdaData> steps;
+                      for (int l = 0; l < layers; ++l) steps.push_back(make_kda(H, D, 1));
+                      int next = 0;
+                      const Timed td = time_it(pool, reps * layers, !q, [&] {
+                        run_kda(pool, steps[next], false);
+                        next = (next + 1) % layers;
+                      });
+                      BenchResult dres = bandwidth_result("kda_decode_" + std::to_string(H) + "x" + std::to_string(D),
+                                                          2.0 * H * D * D * 4, td, m);
+                      dres.note = "state read + written once per token; " + std::to_string(layers) + " layer states rotated";
+                      out.push_back(dres);
+                    }});
+  }
+  if (want("mla")) {
+    for (int64_t ctx : {int64_t{1024}, int64_t{32768}}) {
+      jobs.push_back({"mla_decode", [&, ctx] {
+                        const int H = q ? 8 : 96, lora = q ? 64 : 512, rope = q ? 16 : 64, width = lora + rope;
+                        const int64_t n = q ? ctx / 16 : ctx;
+                        const uint64_t bytes = static_cast<uint64_t>(n) * width * 4;
+                        const int layers = static_cast<int>(std::max<uint64_t>(1, (q ? 1 : 3) * m.llc_bytes / bytes + 1));
+                        std::vector<std::vector<float>> caches(layers, std::vector<float>(n * width));
+                        for (int l = 0; l < layers; ++l) fill_f32(caches[l], 40 + l, 1.0f);
+                        std::vector<float> qv(H * width), o(H * lora);
+                        fill_f32(qv, 9, 0.1f);
+                        int next = 0;
+                        const Timed t = time_it(pool, reps * layers, !q, [&] {
+                          mla_decode_attention(qv.data(), caches[next].data(), n, H, lora, rope, 0.0721f, o.data());
+                          next = (next + 1) % layers;
+                        });
+                        BenchResult r = bandwidth_result("mla_decode_" + std::to_string(n / 1024) + "k", static_cast<double>(bytes), t, m);
+                        r.note = std::to_string(H) + " heads over a " + std::to_string(width) + "-wide fp32 latent cache, " +
+                                 std::to_string(layers) + " layer caches rotated";
+                        out.push_back(r);
+                      }});
+    }
+  }
+  Progress progress("kernel benchmarks", jobs.size());
+  for (auto& [label, job] : jobs) {
+    log_info("bench: ", label);
+    job();
+    progress.advance();
+  }
+  return out;
+}
+
+}  // namespace k3

@@ -1,0 +1,32 @@
+// Per-kernel figures at real Kimi K3 shapes, with working sets larger than the last-level
+// cache (many matrices / experts / states rotated), each reported as GB/s or GFLOP/s and as a
+// ratio to the measured machine limit (performance.md).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "perf/machine.h"
+
+namespace k3 {
+
+struct BenchResult {
+  std::string name;
+  double value = 0;  // median
+  double min = 0, max = 0;
+  std::string unit;  // "GB/s", "GFLOP/s", "tokens/s"
+  double ratio_to_limit = 0;
+  std::string limit;  // what the ratio is against
+  std::string note;
+};
+
+struct KernelBenchOptions {
+  int reps = 5;
+  bool quick = false;  // smaller working sets and fewer cases (for tests and smoke runs)
+  std::string filter;  // run only kernels whose name contains this
+};
+
+std::vector<BenchResult> run_kernel_benches(ThreadPool& pool, const MachineLimits& limits,
+                                            const KernelBenchOptions& options);
+
+}  // namespace k3

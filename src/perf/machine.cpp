@@ -1,0 +1,136 @@
+#include "perf/machine.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/cpu_features.h"
+#include "base/thread_pool.h"
+#include "perf/stopwatch.h"
+
+namespace k3 {
+
+uint64_t last_level_cache_bytes() {
+  uint64_t best = 0;
+  for (int i = 0; i < 8; ++i) {
+    std::ifstream f("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/size");
+    std::string s;
+    if (!(f >> s) || s.empty()) continue;
+    uint64_t v = std::strtoull(s.c_str(), nullptr, 10);
+    if (s.back() == 'K') v <<= 10;
+    if (s.back() == 'M') v <<= 20;
+    best = std::max(best, v);
+  }
+  if (best == 0) {
+    const long v = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (v > 0) best = static_cast<uint64_t>(v);
+  }
+  return best > 0 ? best : (32ull << 20);
+}
+
+std::string cpu_model_name() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0) {
+      const size_t c = line.find(':');
+      return c == std::string::npos ? line : line.substr(c + 2);
+    }
+  return "unknown";
+}
+
+namespace {
+
+struct AlignedBuffer {
+  explicit AlignedBuffer(size_t floats) : n(floats) {
+    void* p = nullptr;
+    if (posix_memalign(&p, 64, floats * sizeof(float)) != 0) throw std::bad_alloc();
+    data = static_cast<float*>(p);
+  }
+  ~AlignedBuffer() { std::free(data); }
+  float* data;
+  size_t n;
+};
+
+double sum_floats(const float* p, int64_t n) {
+  switch (active_isa()) {
+    case Isa::kAvx512: return perf_isa::sum_floats_avx512(p, n);
+    case Isa::kAvx2: return perf_isa::sum_floats_avx2(p, n);
+    case Isa::kRef: break;
+  }
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += p[i];
+  return s;
+}
+
+uint64_t default_bytes() { return std::max<uint64_t>(1ull << 30, 4 * last_level_cache_bytes()); }
+
+AlignedBuffer& probe_buffer(ThreadPool& pool, uint64_t bytes) {
+  static std::unique_ptr<AlignedBuffer> buf;
+  const size_t floats = bytes / sizeof(float);
+  if (!buf || buf->n != floats) {
+    buf.reset();
+    buf = std::make_unique<AlignedBuffer>(floats);
+    // First touch from the threads that will read it.
+    pool.parallel_for(static_cast<int64_t>(floats), 4096, [&](int64_t b, int64_t e, int) {
+      for (int64_t i = b; i < e; ++i) buf->data[i] = 1.0f;
+    });
+  }
+  return *buf;
+}
+
+}  // namespace
+
+double measure_read_gbps_once(ThreadPool& pool, uint64_t bytes) {
+  if (bytes == 0) bytes = default_bytes();
+  AlignedBuffer& buf = probe_buffer(pool, bytes);
+  const int64_t n = static_cast<int64_t>(buf.n);
+  std::vector<double> sink(pool.size());
+  const double t0 = now_seconds();
+  pool.parallel_for(n, 1024, [&](int64_t b, int64_t e, int th) { sink[th] += sum_floats(buf.data + b, e - b); });
+  const double dt = now_seconds() - t0;
+  volatile double keep = sink[0];
+  (void)keep;
+  return static_cast<double>(n) * sizeof(float) / dt / 1e9;
+}
+
+void measure_read_bandwidth(ThreadPool& pool, MachineLimits* out, int reps, uint64_t bytes) {
+  measure_read_gbps_once(pool, bytes);  // warm-up (page faults, frequency)
+  std::vector<double> v;
+  for (int i = 0; i < reps; ++i) v.push_back(measure_read_gbps_once(pool, bytes));
+  const Summary s = summarize(v);
+  out->read_gbps = s.median;
+  out->read_gbps_min = s.min;
+  out->read_gbps_max = s.max;
+}
+
+void measure_peak_flops(ThreadPool& pool, MachineLimits* out) {
+  const Isa isa = active_isa();
+  auto rate = [&](double (*loop)(int64_t)) {
+    const int64_t iters = 2'000'000;
+    std::vector<double> v;
+    for (int rep = 0; rep < 5; ++rep) {
+      std::vector<double> flops(pool.size());
+      const double t0 = now_seconds();
+      pool.run(pool.size(), [&](int64_t t, int) { flops[t] = loop(iters); });
+      const double dt = now_seconds() - t0;
+      double total = 0;
+      for (double f : flops) total += f;
+      v.push_back(total / dt / 1e9);
+    }
+    return summarize(v).median;
+  };
+  if (isa == Isa::kAvx512) out->fp32_gflops = rate(&perf_isa::fma_loop_avx512);
+  else if (isa == Isa::kAvx2) out->fp32_gflops = rate(&perf_isa::fma_loop_avx2);
+  out->bf16_gflops = isa == Isa::kAvx512 && cpu_features().avx512_bf16 ? rate(&perf_isa::bf16_dot_loop_avx512) : 0.0;
+  out->llc_bytes = last_level_cache_bytes();
+  out->threads = pool.size();
+  out->isa = isa_name(isa);
+  out->cpu = cpu_model_name();
+}
+
+}  // namespace k3

@@ -1,0 +1,42 @@
+// Measuring the limits k3's speed is judged against (performance.md): streaming read bandwidth
+// over a buffer far larger than the last-level cache with every thread busy, and the peak
+// arithmetic rate of the fp32 FMA and bf16 dot-product units.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace k3 {
+
+class ThreadPool;
+
+struct MachineLimits {
+  double read_gbps = 0;        // GB/s (1e9 bytes), all threads, median of the repetitions
+  double read_gbps_min = 0, read_gbps_max = 0;
+  double fp32_gflops = 0;      // peak fp32 FMA rate, all threads (2 FLOP per lane per FMA)
+  double bf16_gflops = 0;      // peak AVX512-BF16 dot-product rate (0 if the CPU lacks it)
+  uint64_t llc_bytes = 0;      // last-level cache size
+  int threads = 0;
+  std::string isa;
+  std::string cpu;
+};
+
+uint64_t last_level_cache_bytes();
+std::string cpu_model_name();
+
+// Streaming-read bandwidth over `bytes` (default: max(1 GiB, 4 x LLC)), `reps` repetitions.
+void measure_read_bandwidth(ThreadPool& pool, MachineLimits* out, int reps = 5, uint64_t bytes = 0);
+double measure_read_gbps_once(ThreadPool& pool, uint64_t bytes = 0);
+void measure_peak_flops(ThreadPool& pool, MachineLimits* out);
+
+// ISA-specific inner loops (machine_avx512.cpp / machine_avx2.cpp).
+namespace perf_isa {
+double sum_floats_avx512(const float* p, int64_t n);
+double sum_floats_avx2(const float* p, int64_t n);
+// Each returns the number of floating-point operations performed.
+double fma_loop_avx512(int64_t iters);
+double fma_loop_avx2(int64_t iters);
+double bf16_dot_loop_avx512(int64_t iters);
+}  // namespace perf_isa
+
+}  // namespace k3

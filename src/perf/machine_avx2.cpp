@@ -1,0 +1,40 @@
+// AVX2 probe loops (compiled with -mavx2 -mfma).
+#include <immintrin.h>
+
+#include "perf/machine.h"
+
+namespace k3::perf_isa {
+
+double sum_floats_avx2(const float* p, int64_t n) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    a0 = _mm256_add_ps(a0, _mm256_load_ps(p + i));
+    a1 = _mm256_add_ps(a1, _mm256_load_ps(p + i + 8));
+    a2 = _mm256_add_ps(a2, _mm256_load_ps(p + i + 16));
+    a3 = _mm256_add_ps(a3, _mm256_load_ps(p + i + 24));
+  }
+  const __m256 s = _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
+  alignas(32) float buf[8];
+  _mm256_store_ps(buf, s);
+  double r = 0;
+  for (float f : buf) r += f;
+  return r;
+}
+
+double fma_loop_avx2(int64_t iters) {
+  __m256 acc[10];
+  for (int j = 0; j < 10; ++j) acc[j] = _mm256_set1_ps(0.001f * j);
+  const __m256 m = _mm256_set1_ps(0.999999f), a = _mm256_set1_ps(1e-7f);
+  for (int64_t i = 0; i < iters; ++i)
+    for (int j = 0; j < 10; ++j) acc[j] = _mm256_fmadd_ps(acc[j], m, a);
+  __m256 s = acc[0];
+  for (int j = 1; j < 10; ++j) s = _mm256_add_ps(s, acc[j]);
+  alignas(32) float buf[8];
+  _mm256_store_ps(buf, s);
+  volatile float sink = buf[0];
+  (void)sink;
+  return static_cast<double>(iters) * 10 * 8 * 2;
+}
+
+}  // namespace k3::perf_isa

@@ -1,0 +1,46 @@
+// AVX-512 probe loops (compiled with -mavx512f -mavx512bf16).
+#include <immintrin.h>
+
+#include "perf/machine.h"
+
+namespace k3::perf_isa {
+
+double sum_floats_avx512(const float* p, int64_t n) {
+  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    a0 = _mm512_add_ps(a0, _mm512_load_ps(p + i));
+    a1 = _mm512_add_ps(a1, _mm512_load_ps(p + i + 16));
+    a2 = _mm512_add_ps(a2, _mm512_load_ps(p + i + 32));
+    a3 = _mm512_add_ps(a3, _mm512_load_ps(p + i + 48));
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+}
+
+double fma_loop_avx512(int64_t iters) {
+  __m512 acc[12];
+  for (int j = 0; j < 12; ++j) acc[j] = _mm512_set1_ps(0.001f * j);
+  const __m512 m = _mm512_set1_ps(0.999999f), a = _mm512_set1_ps(1e-7f);
+  for (int64_t i = 0; i < iters; ++i)
+    for (int j = 0; j < 12; ++j) acc[j] = _mm512_fmadd_ps(acc[j], m, a);
+  __m512 s = acc[0];
+  for (int j = 1; j < 12; ++j) s = _mm512_add_ps(s, acc[j]);
+  volatile float sink = _mm512_reduce_add_ps(s);
+  (void)sink;
+  return static_cast<double>(iters) * 12 * 16 * 2;
+}
+
+double bf16_dot_loop_avx512(int64_t iters) {
+  __m512 acc[12];
+  for (int j = 0; j < 12; ++j) acc[j] = _mm512_setzero_ps();
+  const __m512bh a = (__m512bh)_mm512_set1_epi16(0x3f80), b = (__m512bh)_mm512_set1_epi16(0x3a80);
+  for (int64_t i = 0; i < iters; ++i)
+    for (int j = 0; j < 12; ++j) acc[j] = _mm512_dpbf16_ps(acc[j], a, b);
+  __m512 s = acc[0];
+  for (int j = 1; j < 12; ++j) s = _mm512_add_ps(s, acc[j]);
+  volatile float sink = _mm512_reduce_add_ps(s);
+  (void)sink;
+  return static_cast<double>(iters) * 12 * 32 * 2;
+}
+
+}  // namespace k3::perf_isa

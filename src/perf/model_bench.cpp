@@ -1,0 +1,161 @@
+#include "perf/model_bench.h"
+
+#include <sys/resource.h>
+
+#include <vector>
+
+#include "base/log.h"
+#include "base/thread_pool.h"
+#include "engine/sampler.h"
+#include "model/k3_model.h"
+#include "perf/stopwatch.h"
+
+namespace k3 {
+
+uint64_t peak_rss_bytes() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<uint64_t>(ru.ru_maxrss) * 1024;
+}
+
+namespace {
+
+uint64_t mlp_bytes(const MlpWeights& m) { return m.gate.bytes() + m.up.bytes() + m.down.bytes(); }
+uint64_t mlp_params(const MlpWeights& m) {
+  return static_cast<uint64_t>(m.gate.rows * m.gate.cols + m.up.rows * m.up.cols + m.down.rows * m.down.cols);
+}
+uint64_t params(const Matrix& m) { return m.empty() ? 0 : static_cast<uint64_t>(m.rows * m.cols); }
+
+struct Active {
+  double bytes = 0;   // weights read per decoded token
+  double params = 0;  // parameters used per token (no embedding, no lm_head)
+};
+
+Active active_per_token(const Model& model) {
+  const TextConfig& c = model.text();
+  const ModelWeights& w = model.weights();
+  Active a;
+  for (const LayerWeights& L : w.layers) {
+    std::vector<const Matrix*> ms;
+    if (L.kind == LayerKind::kKda) {
+      const KdaWeights& k = L.kda;
+      ms = {&k.q, &k.k, &k.v, &k.f_a, &k.f_b, &k.b, &k.g, &k.g_a, &k.g_b, &k.o};
+    } else {
+      const MlaWeights& m = L.mla;
+      ms = {&m.q_a, &m.q_b, &m.kv_a, &m.kv_b, &m.g, &m.o};
+    }
+    for (const Matrix* m : ms) {
+      if (m->empty()) continue;
+      a.bytes += static_cast<double>(m->bytes());
+      a.params += static_cast<double>(params(*m));
+    }
+    if (!L.moe) {
+      a.bytes += static_cast<double>(mlp_bytes(L.dense));
+      a.params += static_cast<double>(mlp_params(L.dense));
+      continue;
+    }
+    const MoeWeights& m = L.moe_w;
+    for (const Matrix* x : {&m.router, &m.latent_down, &m.latent_up}) {
+      a.bytes += static_cast<double>(x->bytes());
+      a.params += static_cast<double>(params(*x));
+    }
+    if (!m.shared.gate.empty()) {
+      a.bytes += static_cast<double>(mlp_bytes(m.shared));
+      a.params += static_cast<double>(mlp_params(m.shared));
+    }
+    a.bytes += static_cast<double>(c.top_k) * static_cast<double>(mlp_bytes(m.experts[0]));
+    a.params += static_cast<double>(c.top_k) * static_cast<double>(mlp_params(m.experts[0]));
+  }
+  a.bytes += static_cast<double>(w.lm_head.bytes()) + static_cast<double>(c.hidden_size) * 2.0;  // + one embedding row
+  return a;
+}
+
+double state_bytes(const SequenceState& s) { return static_cast<double>(s.bytes()); }
+
+std::vector<int32_t> prompt_of(int n, int vocab) {
+  std::vector<int32_t> p(n);
+  for (int i = 0; i < n; ++i) p[i] = static_cast<int32_t>((i * 7919 + 13) % (vocab - 256));
+  return p;
+}
+
+}  // namespace
+
+ModelBenchResult run_model_bench(const Model& model, const std::string& label, const MachineLimits& limits,
+                                 ThreadPool& pool, const ModelBenchOptions& opt) {
+  ModelBenchResult r;
+  r.model = label;
+  r.threads = pool.size();
+  r.prompt_tokens = opt.prompt_tokens;
+  const int64_t vocab = model.text().vocab_size;
+  const Active active = active_per_token(model);
+  r.active_params_per_token = active.params;
+  const std::vector<int32_t> prompt = prompt_of(opt.prompt_tokens, static_cast<int>(vocab));
+
+  // Prefill: the whole prompt in one forward call, logits for the last token only.
+  std::vector<double> prefill;
+  SequenceState base = model.new_sequence();
+  for (int rep = 0; rep <= opt.reps; ++rep) {  // rep 0 warms up (page cache, allocations)
+    SequenceState s = model.new_sequence();
+    std::vector<float> logits;
+    SequenceInput in{&s, std::span<const int32_t>(prompt), false};
+    if (rep == 1) {
+      profile_reset();
+      profile_enable(true);
+    }
+    const double t0 = now_seconds();
+    model.forward(std::span<const SequenceInput>(&in, 1), &logits);
+    const double dt = now_seconds() - t0;
+    if (rep == 1) {
+      profile_enable(false);
+      r.prefill_profile = profile_snapshot();
+    }
+    if (rep > 0) prefill.push_back(opt.prompt_tokens / dt);
+    if (rep == opt.reps) base = std::move(s);
+    log_info("bench: prefill rep ", rep, ": ", opt.prompt_tokens / dt, " tokens/s");
+  }
+  const Summary ps = summarize(prefill);
+  r.prefill_tokens_per_s = ps.median;
+  r.prefill_min = ps.min;
+  r.prefill_max = ps.max;
+  r.prefill_roofline_tokens_per_s = limits.fp32_gflops * 1e9 / (2.0 * active.params);
+  r.prefill_roofline_ratio = r.prefill_tokens_per_s / r.prefill_roofline_tokens_per_s;
+
+  // Decode: greedy steps continuing the prompt, each repetition from the same state.
+  std::vector<double> decode;
+  const double bw_before = measure_read_gbps_once(pool);
+  for (int rep = 0; rep <= opt.reps; ++rep) {
+    SequenceState s = base;
+    int32_t tok = 1;
+    if (rep == 1) {
+      profile_reset();
+      profile_enable(true);
+    }
+    const double t0 = now_seconds();
+    for (int i = 0; i < opt.decode_tokens; ++i) {
+      std::vector<float> logits;
+      SequenceInput in{&s, std::span<const int32_t>(&tok, 1), false};
+      model.forward(std::span<const SequenceInput>(&in, 1), &logits);
+      tok = argmax(logits.data(), vocab);
+    }
+    const double dt = now_seconds() - t0;
+    if (rep == 1) {
+      profile_enable(false);
+      r.decode_profile = profile_snapshot();
+    }
+    if (rep > 0) decode.push_back(opt.decode_tokens / dt);
+    log_info("bench: decode rep ", rep, ": ", opt.decode_tokens / dt, " tokens/s");
+  }
+  const double bw_after = measure_read_gbps_once(pool);
+  r.read_gbps_during = 0.5 * (bw_before + bw_after);
+  const Summary ds = summarize(decode);
+  r.decode_tokens_per_s = ds.median;
+  r.decode_min = ds.min;
+  r.decode_max = ds.max;
+  r.decode_bytes_per_token = active.bytes + state_bytes(base);
+  r.decode_roofline_tokens_per_s = r.read_gbps_during * 1e9 / r.decode_bytes_per_token;
+  r.decode_roofline_ratio = r.decode_tokens_per_s / r.decode_roofline_tokens_per_s;
+  r.peak_rss_bytes = peak_rss_bytes();
+  return r;
+}
+
+}  // namespace k3

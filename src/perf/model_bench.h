@@ -1,0 +1,44 @@
+// Whole-model decode and prefill speed on a checkpoint (by default a synthetic one with full
+// Kimi K3 widths), with rooflines from the measured machine limits, a per-phase profile and
+// peak memory.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "base/profile.h"
+#include "perf/machine.h"
+
+namespace k3 {
+
+class Model;
+
+struct ModelBenchOptions {
+  int prompt_tokens = 128;  // prefill length
+  int decode_tokens = 8;    // decode steps per repetition
+  int reps = 5;
+};
+
+struct ModelBenchResult {
+  std::string model;
+  int threads = 0;
+  int prompt_tokens = 0;
+  double decode_tokens_per_s = 0, decode_min = 0, decode_max = 0;
+  double decode_bytes_per_token = 0;      // weights + state read per decoded token
+  double decode_roofline_tokens_per_s = 0;  // read_gbps / bytes per token
+  double decode_roofline_ratio = 0;
+  double prefill_tokens_per_s = 0, prefill_min = 0, prefill_max = 0;
+  double active_params_per_token = 0;  // excluding the embedding table and lm_head
+  double prefill_roofline_tokens_per_s = 0;  // fp32 peak / (2 x active params)
+  double prefill_roofline_ratio = 0;
+  double read_gbps_during = 0;  // bandwidth probed around the decode runs
+  PhaseTimes decode_profile, prefill_profile;
+  uint64_t peak_rss_bytes = 0;
+};
+
+ModelBenchResult run_model_bench(const Model& model, const std::string& label, const MachineLimits& limits,
+                                 ThreadPool& pool, const ModelBenchOptions& options);
+
+uint64_t peak_rss_bytes();
+
+}  // namespace k3

@@ -1,0 +1,154 @@
+#include "perf/report.h"
+
+#include <cstdio>
+
+namespace k3 {
+namespace {
+
+std::string fmt(const char* f, double a) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, a);
+  return buf;
+}
+
+nlohmann::json profile_json(const PhaseTimes& p) {
+  nlohmann::json j = nlohmann::json::object();
+  const double total = p.total();
+  for (int i = 0; i < static_cast<int>(Phase::kCount); ++i)
+    j[phase_name(static_cast<Phase>(i))] = {{"seconds", p.seconds[i]}, {"share", total > 0 ? p.seconds[i] / total : 0.0}};
+  return j;
+}
+
+std::string profile_line(const PhaseTimes& p) {
+  const double total = p.total();
+  std::string s;
+  for (int i = 0; i < static_cast<int>(Phase::kCount); ++i) {
+    if (p.seconds[i] <= 0.0) continue;
+    s += std::string(" ") + phase_name(static_cast<Phase>(i)) + " " + fmt("%.0f%%", 100.0 * p.seconds[i] / total);
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string format_table(const BenchReport& r) {
+  const MachineLimits& m = r.machine;
+  std::string out;
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "machine: %s, %d threads, %s kernels, LLC %llu MiB\n"
+                "  read bandwidth %.1f GB/s (min %.1f, max %.1f)   fp32 FMA peak %.1f GFLOP/s   bf16 dot peak %.1f GFLOP/s\n\n",
+                m.cpu.c_str(), m.threads, m.isa.c_str(), static_cast<unsigned long long>(m.llc_bytes >> 20), m.read_gbps,
+                m.read_gbps_min, m.read_gbps_max, m.fp32_gflops, m.bf16_gflops);
+  out += line;
+  if (!r.kernels.empty()) {
+    std::snprintf(line, sizeof line, "%-30s %10s %-8s %7s  %-21s %s\n", "kernel", "median", "unit", "ratio", "min .. max", "limit / note");
+    out += line;
+    for (const BenchResult& k : r.kernels) {
+      std::snprintf(line, sizeof line, "%-30s %10.1f %-8s %6.1f%%  %8.1f .. %-9.1f %s%s%s\n", k.name.c_str(), k.value,
+                    k.unit.c_str(), 100.0 * k.ratio_to_limit, k.min, k.max, k.limit.c_str(), k.note.empty() ? "" : "; ",
+                    k.note.c_str());
+      out += line;
+    }
+  }
+  if (r.model) {
+    const ModelBenchResult& b = *r.model;
+    std::snprintf(line, sizeof line,
+                  "\nmodel: %s (%d threads)\n"
+                  "  decode   %.2f tokens/s (min %.2f, max %.2f); roofline %.2f tokens/s at %.1f GB/s for %.2f GB/token -> %.1f%%\n"
+                  "  prefill  %.2f tokens/s (min %.2f, max %.2f) for %d-token prompts; roofline %.2f tokens/s (2 x %.2fB active params at fp32 peak) -> %.1f%%\n"
+                  "  peak RSS %.2f GiB\n",
+                  b.model.c_str(), b.threads, b.decode_tokens_per_s, b.decode_min, b.decode_max, b.decode_roofline_tokens_per_s,
+                  b.read_gbps_during, b.decode_bytes_per_token / 1e9, 100.0 * b.decode_roofline_ratio, b.prefill_tokens_per_s,
+                  b.prefill_min, b.prefill_max, b.prompt_tokens, b.prefill_roofline_tokens_per_s, b.active_params_per_token / 1e9,
+                  100.0 * b.prefill_roofline_ratio, static_cast<double>(b.peak_rss_bytes) / (1u << 30));
+    out += line;
+    out += "  decode profile: " + profile_line(b.decode_profile) + "\n";
+    out += "  prefill profile:" + profile_line(b.prefill_profile) + "\n";
+  }
+  return out;
+}
+
+nlohmann::json to_json(const BenchReport& r) {
+  const MachineLimits& m = r.machine;
+  nlohmann::json j;
+  j["machine"] = {{"cpu", m.cpu},
+                  {"threads", m.threads},
+                  {"isa", m.isa},
+                  {"llc_bytes", m.llc_bytes},
+                  {"read_gbps", m.read_gbps},
+                  {"read_gbps_min", m.read_gbps_min},
+                  {"read_gbps_max", m.read_gbps_max},
+                  {"peak_gflops", m.fp32_gflops},
+                  {"peak_bf16_gflops", m.bf16_gflops}};
+  j["kernels"] = nlohmann::json::array();
+  for (const BenchResult& k : r.kernels)
+    j["kernels"].push_back({{"name", k.name},
+                            {"value", k.value},
+                            {"min", k.min},
+                            {"max", k.max},
+                            {"unit", k.unit},
+                            {"ratio_to_limit", k.ratio_to_limit},
+                            {"limit", k.limit},
+                            {"note", k.note}});
+  if (r.model) {
+    const ModelBenchResult& b = *r.model;
+    j["model"] = {{"checkpoint", b.model},
+                  {"threads", b.threads},
+                  {"decode_tokens_per_s", b.decode_tokens_per_s},
+                  {"decode_tokens_per_s_min", b.decode_min},
+                  {"decode_tokens_per_s_max", b.decode_max},
+                  {"decode_bytes_per_token", b.decode_bytes_per_token},
+                  {"decode_roofline_tokens_per_s", b.decode_roofline_tokens_per_s},
+                  {"decode_roofline_ratio", b.decode_roofline_ratio},
+                  {"read_gbps_during_decode", b.read_gbps_during},
+                  {"prefill_tokens_per_s", b.prefill_tokens_per_s},
+                  {"prefill_tokens_per_s_min", b.prefill_min},
+                  {"prefill_tokens_per_s_max", b.prefill_max},
+                  {"prefill_prompt_tokens", b.prompt_tokens},
+                  {"active_params_per_token", b.active_params_per_token},
+                  {"prefill_roofline_tokens_per_s", b.prefill_roofline_tokens_per_s},
+                  {"prefill_roofline_ratio", b.prefill_roofline_ratio},
+                  {"peak_rss_bytes", b.peak_rss_bytes},
+                  {"decode_profile", profile_json(b.decode_profile)},
+                  {"prefill_profile", profile_json(b.prefill_profile)}};
+  }
+  return j;
+}
+
+std::string render_svg(const BenchReport& r) {
+  std::vector<std::pair<std::string, double>> bars;
+  for (const BenchResult& k : r.kernels) bars.emplace_back(k.name, k.ratio_to_limit);
+  if (r.model) {
+    bars.emplace_back("model decode (roofline)", r.model->decode_roofline_ratio);
+    bars.emplace_back("model prefill (compute roofline)", r.model->prefill_roofline_ratio);
+  }
+  const int row = 26, left = 280, width = 420, top = 40;
+  const int height = top + row * static_cast<int>(bars.size()) + 40;
+  std::string s = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + std::to_string(left + width + 80) + "\" height=\"" +
+                  std::to_string(height) + "\" font-family=\"sans-serif\" font-size=\"12\">\n";
+  s += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  s += "<text x=\"10\" y=\"22\" font-size=\"15\">k3 bench: ratio to the measured limit (" + r.machine.isa + ", " +
+       std::to_string(r.machine.threads) + " threads, " + fmt("%.1f", r.machine.read_gbps) + " GB/s, " +
+       fmt("%.0f", r.machine.fp32_gflops) + " GFLOP/s)</text>\n";
+  for (size_t i = 0; i < bars.size(); ++i) {
+    const int y = top + row * static_cast<int>(i);
+    const double v = std::max(0.0, bars[i].second);
+    const int w = static_cast<int>(std::min(1.2, v) / 1.2 * width);
+    const char* color = v >= 0.85 ? "#2e7d32" : v >= 0.5 ? "#f9a825" : "#c62828";
+    s += "<text x=\"" + std::to_string(left - 8) + "\" y=\"" + std::to_string(y + 16) + "\" text-anchor=\"end\">" +
+         bars[i].first + "</text>\n";
+    s += "<rect x=\"" + std::to_string(left) + "\" y=\"" + std::to_string(y + 4) + "\" width=\"" + std::to_string(w) +
+         "\" height=\"16\" fill=\"" + color + "\"/>\n";
+    s += "<text x=\"" + std::to_string(left + w + 6) + "\" y=\"" + std::to_string(y + 16) + "\">" +
+         fmt("%.0f%%", 100.0 * v) + "</text>\n";
+  }
+  const int x100 = left + static_cast<int>(1.0 / 1.2 * width);
+  s += "<line x1=\"" + std::to_string(x100) + "\" y1=\"" + std::to_string(top) + "\" x2=\"" + std::to_string(x100) +
+       "\" y2=\"" + std::to_string(height - 30) + "\" stroke=\"black\" stroke-dasharray=\"4 3\"/>\n";
+  s += "<text x=\"" + std::to_string(x100) + "\" y=\"" + std::to_string(height - 14) +
+       "\" text-anchor=\"middle\">100% of the limit</text>\n</svg>\n";
+  return s;
+}
+
+}  // namespace k3
