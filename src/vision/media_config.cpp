@@ -1,0 +1,52 @@
+#include "vision/media_config.h"
+
+#include "base/error.h"
+#include "io/checkpoint.h"
+#include "vision/json_fields.h"
+
+namespace k3 {
+
+MediaProcConfig parse_media_proc_config(const std::string& json_text, const std::string& source) {
+  const nlohmann::json root = parse_json_text(json_text, source);
+  K3_CHECK(root.is_object(), source, ": not a JSON object");
+  const bool nested = root.contains("media_proc_cfg");
+  JsonFields top(root, "");
+  const nlohmann::json& cfg = nested ? top.object("media_proc_cfg") : root;
+  JsonFields f(cfg, nested ? "media_proc_cfg." : "");
+  MediaProcConfig c;
+  c.in_patch_limit = f.integer("in_patch_limit", c.in_patch_limit);
+  c.patch_limit_on_one_side = f.integer("patch_limit_on_one_side", c.patch_limit_on_one_side);
+  c.patch_size = f.integer("patch_size", c.patch_size, 1, 1024);
+  c.merge_kernel_size = f.integer("merge_kernel_size", c.merge_kernel_size, 1, 16);
+  const auto mean = f.numbers("image_mean", {0.5, 0.5, 0.5}, 3);
+  const auto stdv = f.numbers("image_std", {0.5, 0.5, 0.5}, 3);
+  for (int i = 0; i < 3; ++i) {
+    c.image_mean[i] = static_cast<float>(mean[i]);
+    c.image_std[i] = static_cast<float>(stdv[i]);
+    if (!(stdv[i] > 0)) f.problem("image_std", "entries must be positive");
+  }
+  if (cfg.is_object() && cfg.contains("fixed_output_tokens") && !cfg["fixed_output_tokens"].is_null())
+    f.problem("fixed_output_tokens", "only null is supported (the released value)");
+  const nlohmann::json& bg = f.object("transparent_bg_config");
+  JsonFields b(bg, f.path() + "transparent_bg_config.");
+  b.choice("pattern", {"chessboard"}, "chessboard");
+  c.chessboard_square_size = b.integer("chessboard_square_size", c.chessboard_square_size, 1, 1 << 16);
+  c.chessboard_white_on_top_left = b.boolean("chessboard_square_on_top_left", true);
+  c.chessboard_white_value = b.integer("chessboard_white_value", c.chessboard_white_value, 0, 255);
+  c.chessboard_gray_value = b.integer("chessboard_gray_value", c.chessboard_gray_value, 0, 255);
+  c.fill_after_resize =
+      f.choice("transparent_bg_fill_stage", {"after_resize", "before_resize"}, "after_resize") == "after_resize";
+
+  std::vector<std::string> problems = top.problems();
+  for (auto* r : {&f, &b}) problems.insert(problems.end(), r->problems().begin(), r->problems().end());
+  throw_if_problems(problems, source, "media_proc_cfg");
+  return c;
+}
+
+MediaProcConfig load_media_proc_config(const std::string& dir) {
+  const std::string path = dir + "/preprocessor_config.json";
+  if (!file_exists(path)) return {};
+  return parse_media_proc_config(read_text_file(path), path);
+}
+
+}  // namespace k3
