@@ -4,8 +4,20 @@
 #include <cstring>
 
 #include "kernels/linear.h"
-#include "kernels/linear_tiles.h"
 #include "kernels/small_gemm.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+#include "base/numeric_types.h"
+#include "kernels/matrix.h"
+#include "kernels/mxfp4.h"
+
+// Everything below is compiled for this instruction set; the headers above (standard library
+// included) keep the baseline target, so no shared inline code ever carries these instructions.
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+#include "kernels/linear_tiles.h"
 #include "kernels/small_gemm_tiles.h"
 
 namespace k3::avx2 {
@@ -80,3 +92,4 @@ void gemm_nn(const float* A, const uint16_t* B, float* C, int64_t m, int64_t k, 
 }
 
 }  // namespace k3::avx2
+#pragma GCC pop_options

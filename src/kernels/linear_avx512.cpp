@@ -1,10 +1,23 @@
-// AVX-512 traits for the blocked linear kernel (linear_tiles.h).  Compiled with
-// -mavx512f/bw/vl/dq; only called when the CPU has them (base/cpu_features).
+// AVX-512 traits for the blocked linear kernel (linear_tiles.h) and the small GEMM; only called
+// when the CPU has AVX-512 (base/cpu_features).
 #include <immintrin.h>
 
 #include "kernels/linear.h"
-#include "kernels/linear_tiles.h"
 #include "kernels/small_gemm.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+#include "base/numeric_types.h"
+#include "kernels/matrix.h"
+#include "kernels/mxfp4.h"
+
+// Everything below is compiled for this instruction set; the headers above (standard library
+// included) keep the baseline target, so no shared inline code ever carries these instructions.
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
+#include "kernels/linear_tiles.h"
 #include "kernels/small_gemm_tiles.h"
 
 namespace k3::avx512 {
@@ -56,3 +69,4 @@ void gemm_nn(const float* A, const uint16_t* B, float* C, int64_t m, int64_t k, 
 }
 
 }  // namespace k3::avx512
+#pragma GCC pop_options

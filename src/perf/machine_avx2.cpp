@@ -1,7 +1,15 @@
 // AVX2 probe loops (compiled with -mavx2 -mfma).
 #include <immintrin.h>
 
+#include <cstdint>
+#include <string>
+
 #include "perf/machine.h"
+
+// Everything below is compiled for this instruction set; the headers above (standard library
+// included) keep the baseline target, so no shared inline code ever carries these instructions.
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
 
 namespace k3::perf_isa {
 
@@ -38,3 +46,4 @@ double fma_loop_avx2(int64_t iters) {
 }
 
 }  // namespace k3::perf_isa
+#pragma GCC pop_options

@@ -1,7 +1,15 @@
 // AVX-512 probe loops (compiled with -mavx512f -mavx512bf16).
 #include <immintrin.h>
 
+#include <cstdint>
+#include <string>
+
 #include "perf/machine.h"
+
+// Everything below is compiled for this instruction set; the headers above (standard library
+// included) keep the baseline target, so no shared inline code ever carries these instructions.
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512bf16,fma")
 
 namespace k3::perf_isa {
 
@@ -44,3 +52,4 @@ double bf16_dot_loop_avx512(int64_t iters) {
 }
 
 }  // namespace k3::perf_isa
+#pragma GCC pop_options
