@@ -1,0 +1,312 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+namespace k3 {
+
+const char* to_string(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kError: return "error";
+  }
+  return "error";
+}
+
+// One request from submission to completion.  Fields other than id/admitted are only touched
+// by the engine thread once the request leaves the queue.
+struct Scheduler::Slot {
+  uint64_t id = 0;
+  Request request;
+  int64_t context = 0;   // tokens the sequence may grow to
+  uint64_t reserve = 0;  // sequence_bytes(context)
+  bool admitted = false;
+  SequenceState state;
+  std::optional<Sampler> sampler;
+  int64_t prefilled = 0;  // prompt tokens consumed
+  int64_t generated = 0;
+  int32_t last = 0;  // the latest sampled token, the next decode input
+};
+
+Scheduler::Scheduler(const Model& model, const SchedulerOptions& options) : model_(model), options_(options) {
+  const int64_t max_pos = model.text().max_position_embeddings;
+  K3_CHECK(options_.max_batch >= 1, "max_batch must be >= 1 (got ", options_.max_batch, ")");
+  K3_CHECK(options_.prefill_chunk >= 1, "prefill_chunk must be >= 1 (got ", options_.prefill_chunk, ")");
+  K3_CHECK(options_.step_prefill_tokens >= 1,
+           "step_prefill_tokens must be >= 1 (got ", options_.step_prefill_tokens, ")");
+  K3_CHECK(options_.max_context >= 0 && options_.max_context <= max_pos, "max_context must be in [0, ", max_pos,
+           "] (got ", options_.max_context, ")");
+  thread_ = std::thread([this] { loop(); });
+}
+
+Scheduler::~Scheduler() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+int64_t Scheduler::context_tokens(const Request& r) const {
+  const int64_t ctx = options_.max_context > 0 ? options_.max_context : model_.text().max_position_embeddings;
+  if (r.max_tokens <= 0) return ctx;
+  return std::min(ctx, static_cast<int64_t>(r.prompt.size()) + r.max_tokens);
+}
+
+uint64_t Scheduler::sequence_bytes(int64_t tokens) const {
+  const TextConfig& c = model_.text();
+  const uint64_t kda = static_cast<uint64_t>(c.kda.num_heads) * c.kda.head_dim * c.kda.head_dim +
+                       3ull * (c.kda.conv_kernel - 1) * c.kda_width();
+  const uint64_t mla = static_cast<uint64_t>(std::max<int64_t>(tokens, 0)) * c.mla_cache_width();
+  return (static_cast<uint64_t>(c.num_kda_layers()) * kda + static_cast<uint64_t>(c.num_mla_layers()) * mla) *
+         sizeof(float);
+}
+
+void Scheduler::validate_request(const Request& r) const {
+  const int64_t vocab = model_.text().vocab_size;
+  K3_CHECK(!r.prompt.empty(), "prompt is empty");
+  for (size_t i = 0; i < r.prompt.size(); ++i)
+    K3_CHECK(r.prompt[i] >= 0 && r.prompt[i] < vocab, "prompt token ", i, " is ", r.prompt[i],
+             ", outside the vocabulary [0, ", vocab, ")");
+  for (int32_t t : r.stop_tokens)
+    K3_CHECK(t >= 0 && t < vocab, "stop token ", t, " is outside the vocabulary [0, ", vocab, ")");
+  K3_CHECK(r.max_tokens >= 0, "max_tokens must be >= 0 (got ", r.max_tokens, ")");
+  validate(r.sampling);
+  const int64_t ctx = options_.max_context > 0 ? options_.max_context : model_.text().max_position_embeddings;
+  const int64_t n = static_cast<int64_t>(r.prompt.size());
+  K3_CHECK(n <= ctx, "prompt of ", n, " tokens exceeds the context of ", ctx, " tokens");
+  const int64_t len = context_tokens(r);
+  const uint64_t bytes = sequence_bytes(len);
+  K3_CHECK(options_.memory_budget == 0 || bytes <= options_.memory_budget, "max_tokens: a context of ", len,
+           " tokens needs ", bytes, " bytes of sequence state, over the memory budget of ", options_.memory_budget,
+           " bytes");
+}
+
+uint64_t Scheduler::submit(Request request) {
+  validate_request(request);
+  auto slot = std::make_unique<Slot>();
+  slot->context = context_tokens(request);
+  slot->reserve = sequence_bytes(slot->context);
+  slot->sampler.emplace(request.sampling);
+  slot->request = std::move(request);
+  uint64_t id = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    K3_CHECK(!stop_, "the scheduler is shutting down");
+    // Requests that can start at once do not count against the queue bound.
+    const size_t free_slots = static_cast<size_t>(std::max<int64_t>(options_.max_batch - stats_.running, 0));
+    if (waiting_.size() >= options_.max_queue + free_slots)
+      throw SchedulerBusy(cat("the server is busy: ", waiting_.size(), " requests are waiting (limit ",
+                              options_.max_queue, "); retry later"));
+    id = next_id_++;
+    slot->id = id;
+    waiting_.push_back(std::move(slot));
+    live_.insert(id);
+    stats_.waiting = static_cast<int64_t>(waiting_.size());
+  }
+  cv_.notify_all();
+  return id;
+}
+
+bool Scheduler::cancel(uint64_t id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!live_.count(id)) return false;
+    cancel_.insert(id);
+  }
+  cv_.notify_all();
+  return true;
+}
+
+SchedulerStats Scheduler::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+uint64_t Scheduler::running_state_bytes() const {
+  uint64_t n = 0;
+  for (const auto& s : running_) n += s->state.bytes();
+  return n;
+}
+
+// Under the lock: waits for something to do, then hands the engine the requests to admit (FIFO,
+// while slots and memory allow), the queued ones to drop, and the running ids to cancel.
+// Returns true when the scheduler is stopping.
+bool Scheduler::take_work(std::vector<std::unique_ptr<Slot>>& admitted, std::vector<std::unique_ptr<Slot>>& dropped,
+                          std::unordered_set<uint64_t>& cancels) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return stop_ || !cancel_.empty() || !running_.empty() || !waiting_.empty(); });
+  cancels.swap(cancel_);
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    if (stop_ || cancels.count((*it)->id)) {
+      dropped.push_back(std::move(*it));
+      it = waiting_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  while (!stop_ && !waiting_.empty() && static_cast<int>(running_.size() + admitted.size()) < options_.max_batch) {
+    Slot& next = *waiting_.front();
+    if (options_.memory_budget != 0 && stats_.reserved_bytes + next.reserve > options_.memory_budget) break;
+    next.admitted = true;
+    stats_.reserved_bytes += next.reserve;
+    ++stats_.running;
+    admitted.push_back(std::move(waiting_.front()));
+    waiting_.pop_front();
+  }
+  stats_.waiting = static_cast<int64_t>(waiting_.size());
+  return stop_;
+}
+
+void Scheduler::loop() {
+  for (;;) {
+    std::vector<std::unique_ptr<Slot>> admitted, dropped;
+    std::unordered_set<uint64_t> cancels;
+    const bool stop = take_work(admitted, dropped, cancels);
+    for (auto& s : dropped) finish(std::move(s), FinishReason::kCancelled, stop ? "the scheduler shut down" : "");
+    for (auto& s : admitted) {
+      s->state = model_.new_sequence(s->context);
+      running_.push_back(std::move(s));
+    }
+    for (size_t i = 0; i < running_.size();) {
+      if (stop || cancels.count(running_[i]->id)) {
+        std::unique_ptr<Slot> s = std::move(running_[i]);
+        running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
+        finish(std::move(s), FinishReason::kCancelled, stop ? "the scheduler shut down" : "");
+      } else {
+        ++i;
+      }
+    }
+    if (stop) return;
+    if (!running_.empty()) step();
+  }
+}
+
+// One forward call: a prefill chunk for sequences still reading their prompt (oldest first,
+// within the step's prompt-token budget) and one decode token for every other sequence.
+void Scheduler::step() {
+  struct Entry {
+    Slot* slot;
+    int64_t prompt_len;  // prompt tokens in this call, 0 for a decode step
+  };
+  std::vector<SequenceInput> batch;
+  std::vector<Entry> entries;
+  int64_t budget = options_.step_prefill_tokens;
+  bool any_prefill = false;
+  for (const auto& s : running_) {
+    const std::vector<int32_t>& prompt = s->request.prompt;
+    const int64_t left = static_cast<int64_t>(prompt.size()) - s->prefilled;
+    if (left > 0) {
+      const int64_t len = std::min(options_.prefill_chunk, left);
+      if (any_prefill && len > budget) continue;
+      budget -= len;
+      any_prefill = true;
+      batch.push_back({&s->state, std::span<const int32_t>(prompt.data() + s->prefilled, len), false});
+      entries.push_back({s.get(), len});
+    } else {
+      batch.push_back({&s->state, std::span<const int32_t>(&s->last, 1), false});
+      entries.push_back({s.get(), 0});
+    }
+  }
+
+  std::vector<float> logits;
+  std::string error;
+  try {
+    model_.forward(batch, &logits);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+
+  // Sample, then publish the counters, then run the callbacks (outside the lock).
+  const int64_t vocab = model_.text().vocab_size;
+  std::vector<std::pair<Slot*, int32_t>> emitted;
+  int64_t prompt_done = 0;
+  if (error.empty()) {
+    for (size_t i = 0; i < entries.size(); ++i) {
+      Slot& s = *entries[i].slot;
+      s.prefilled += entries[i].prompt_len;
+      prompt_done += entries[i].prompt_len;
+      if (s.prefilled < static_cast<int64_t>(s.request.prompt.size())) continue;  // mid-prompt
+      const int32_t tok = s.sampler->sample(logits.data() + i * static_cast<size_t>(vocab), vocab);
+      ++s.generated;
+      emitted.emplace_back(&s, tok);
+    }
+  }
+  const uint64_t held = running_state_bytes();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.prompt_tokens += prompt_done;
+    stats_.tokens_generated += static_cast<int64_t>(emitted.size());
+    stats_.state_bytes = held;
+  }
+
+  std::vector<std::pair<Slot*, std::pair<FinishReason, std::string>>> done;
+  if (!error.empty()) {
+    for (const Entry& e : entries) done.push_back({e.slot, {FinishReason::kError, error}});
+  }
+  for (auto& [s, tok] : emitted) {
+    const Request& r = s->request;
+    bool keep = true;
+    try {
+      if (r.on_token) keep = r.on_token(tok);
+    } catch (const std::exception& e) {
+      done.push_back({s, {FinishReason::kError, cat("on_token failed: ", e.what())}});
+      continue;
+    }
+    if (!keep)
+      done.push_back({s, {FinishReason::kCancelled, ""}});
+    else if (std::find(r.stop_tokens.begin(), r.stop_tokens.end(), tok) != r.stop_tokens.end())
+      done.push_back({s, {FinishReason::kStop, ""}});
+    else if ((r.max_tokens > 0 && s->generated >= r.max_tokens) || s->state.position() >= s->state.max_tokens())
+      done.push_back({s, {FinishReason::kLength, ""}});
+    else
+      s->last = tok;
+  }
+  for (auto& [ptr, why] : done) {
+    auto it = std::find_if(running_.begin(), running_.end(), [p = ptr](const auto& s) { return s.get() == p; });
+    std::unique_ptr<Slot> s = std::move(*it);
+    running_.erase(it);
+    finish(std::move(s), why.first, std::move(why.second));
+  }
+}
+
+// Frees the slot's state, updates the counters, then tells the client.
+void Scheduler::finish(std::unique_ptr<Slot> slot, FinishReason reason, std::string message) {
+  RequestResult result{reason, std::move(message), static_cast<int64_t>(slot->request.prompt.size()),
+                       slot->generated};
+  std::function<void(const RequestResult&)> on_done = std::move(slot->request.on_done);
+  const uint64_t id = slot->id;
+  const bool admitted = slot->admitted;
+  const uint64_t reserve = slot->reserve;
+  slot.reset();
+  const uint64_t held = running_state_bytes();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    live_.erase(id);
+    cancel_.erase(id);
+    if (admitted) {
+      --stats_.running;
+      stats_.reserved_bytes -= reserve;
+    }
+    stats_.state_bytes = held;
+    if (reason == FinishReason::kCancelled)
+      ++stats_.cancelled;
+    else if (reason == FinishReason::kError)
+      ++stats_.failed;
+    else
+      ++stats_.completed;
+  }
+  cv_.notify_all();
+  if (on_done) {
+    try {
+      on_done(result);
+    } catch (...) {  // nothing left to tell; keep the engine alive
+    }
+  }
+}
+
+}  // namespace k3

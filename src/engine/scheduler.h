@@ -1,0 +1,129 @@
+// The continuous-batching engine loop the server sits on.  A background thread admits
+// requests from a bounded FIFO queue into at most max_batch sequence slots (while the global
+// state-memory budget allows), prefills prompts in fixed chunks under a per-step token budget,
+// and runs the decode steps of all running sequences -- together with any prefill chunks -- in
+// one Model::forward call per step.  Results equal k3::generate run alone with
+// GenerateOptions::prefill_chunk == SchedulerOptions::prefill_chunk (bit-identical logits:
+// each sequence sees the same chunk boundaries, and batching does not change a sequence).
+//
+// Errors: submit() throws SchedulerBusy (a k3::Error) when the queue is full -- the server maps
+// it to 429/503 -- and plain k3::Error for an invalid request (400), naming the field.
+// Callbacks run on the engine thread, never under the scheduler's lock, so they may call
+// cancel() and stats(); a slow callback slows every running request.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include "base/error.h"
+#include "engine/sampler.h"
+#include "model/k3_model.h"
+
+namespace k3 {
+
+// Thrown by Scheduler::submit when the waiting queue is full (retry later: HTTP 429/503).
+class SchedulerBusy : public Error {
+ public:
+  using Error::Error;
+};
+
+enum class FinishReason { kStop, kLength, kCancelled, kError };
+// "stop", "length", "cancelled", "error".
+const char* to_string(FinishReason reason);
+
+struct RequestResult {
+  FinishReason reason = FinishReason::kStop;
+  std::string error;              // the message when reason == kError (or why it was cancelled)
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;  // tokens passed to on_token
+};
+
+struct Request {
+  std::vector<int32_t> prompt;
+  int64_t max_tokens = 16;  // new tokens; 0 = until the context is full
+  SamplingParams sampling;
+  std::vector<int32_t> stop_tokens;  // generation ends after emitting one of these
+  // Each generated token; return false to cancel (client disconnect).  Optional.
+  std::function<bool(int32_t token)> on_token;
+  // Called exactly once per accepted request, last.  Optional.
+  std::function<void(const RequestResult&)> on_done;
+};
+
+struct SchedulerOptions {
+  int max_batch = 8;              // sequence slots
+  size_t max_queue = 64;          // waiting requests beyond which submit throws SchedulerBusy
+  int64_t prefill_chunk = 256;    // prompt tokens per sequence per forward call
+  int64_t step_prefill_tokens = 256;  // prompt tokens per step over all sequences (>= 1 chunk runs)
+  int64_t max_context = 0;        // per-request context (prompt + output); 0 = max_position_embeddings
+  uint64_t memory_budget = 0;     // bytes of sequence states + MLA caches over all slots; 0 = unlimited
+};
+
+struct SchedulerStats {
+  int64_t running = 0;           // requests holding a slot
+  int64_t waiting = 0;           // requests queued
+  int64_t completed = 0;         // finished with stop or length
+  int64_t cancelled = 0;         // by callback, cancel() or shutdown
+  int64_t failed = 0;            // finished with error
+  int64_t tokens_generated = 0;  // over all requests
+  int64_t prompt_tokens = 0;     // prefilled so far
+  uint64_t state_bytes = 0;      // held by running sequences now
+  uint64_t reserved_bytes = 0;   // budgeted for running sequences at their full length
+};
+
+class Scheduler {
+ public:
+  // `model` must outlive the scheduler.  Throws k3::Error for bad options.
+  explicit Scheduler(const Model& model, const SchedulerOptions& options = {});
+  // Cancels everything outstanding (on_done gets kCancelled) and joins the engine thread.
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Queues a request and returns its id (> 0).  Throws k3::Error (invalid) or SchedulerBusy.
+  uint64_t submit(Request request);
+  // Asks the engine to cancel a waiting or running request; false when the id is unknown or done.
+  bool cancel(uint64_t id);
+  SchedulerStats stats() const;
+
+  const SchedulerOptions& options() const { return options_; }
+  // Context (tokens) a request's sequence may grow to.
+  int64_t context_tokens(const Request& request) const;
+  // Bytes of one sequence's states + caches at `tokens` tokens.
+  uint64_t sequence_bytes(int64_t tokens) const;
+
+ private:
+  struct Slot;
+
+  void validate_request(const Request& r) const;
+  void loop();
+  bool take_work(std::vector<std::unique_ptr<Slot>>& admitted, std::vector<std::unique_ptr<Slot>>& dropped,
+                 std::unordered_set<uint64_t>& cancels);
+  void step();
+  void finish(std::unique_ptr<Slot> slot, FinishReason reason, std::string message);
+  uint64_t running_state_bytes() const;
+
+  const Model& model_;
+  const SchedulerOptions options_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  uint64_t next_id_ = 1;
+  std::deque<std::unique_ptr<Slot>> waiting_;  // FIFO
+  std::unordered_set<uint64_t> live_;          // waiting or running ids
+  std::unordered_set<uint64_t> cancel_;        // ids asked to cancel
+  SchedulerStats stats_;
+
+  std::vector<std::unique_ptr<Slot>> running_;  // engine thread only
+  std::thread thread_;
+};
+
+}  // namespace k3

@@ -1,0 +1,448 @@
+// Scheduler: batched requests produce exactly what lone k3::generate runs produce, cancellation
+// and completion free slots, the queue bound and the memory budget hold, and invalid requests
+// are refused with errors that name the field.  No timing: callbacks and futures synchronise.
+#include <gtest/gtest.h>
+
+#include <future>
+#include <memory>
+
+#include "base/error.h"
+#include "base/rng.h"
+#include "engine/generator.h"
+#include "engine/scheduler.h"
+#include "support/test_support.h"
+#include "synth/synth_checkpoint.h"
+
+namespace k3 {
+namespace {
+
+// What one request delivered.  tokens is written on the engine thread and read after `result`
+// is ready (the promise orders the two).
+struct Stream {
+  std::vector<int32_t> tokens;
+  std::promise<RequestResult> done;
+  std::future<RequestResult> result = done.get_future();
+  std::function<bool(int32_t)> hook;  // extra per-token behaviour; false cancels
+};
+
+// Attaches callbacks that record into `run`.
+Request make_request(std::vector<int32_t> prompt, int64_t max_tokens, Stream& run, SamplingParams sampling = {}) {
+  Request r;
+  r.prompt = std::move(prompt);
+  r.max_tokens = max_tokens;
+  r.sampling = sampling;
+  r.on_token = [&run](int32_t t) {
+    run.tokens.push_back(t);
+    return run.hook ? run.hook(t) : true;
+  };
+  r.on_done = [&run](const RequestResult& res) { run.done.set_value(res); };
+  return r;
+}
+
+// Requests with the streams their callbacks record into.
+struct Batch {
+  std::vector<Request> reqs;
+  std::vector<std::unique_ptr<Stream>> runs;
+  Stream& add(std::vector<int32_t> prompt, int64_t max_tokens, SamplingParams sampling = {}) {
+    runs.push_back(std::make_unique<Stream>());
+    reqs.push_back(make_request(std::move(prompt), max_tokens, *runs.back(), sampling));
+    return *runs.back();
+  }
+  void submit_all(Scheduler& s) const {
+    for (const Request& r : reqs) EXPECT_GT(s.submit(r), 0u);
+  }
+};
+
+std::vector<int32_t> random_tokens(int n, int vocab, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = static_cast<int32_t>(rng.below(vocab - 256));
+  return t;
+}
+
+// Holds the engine inside a stream's first token until release(): meanwhile the scheduler
+// stands still, so a test can submit, cancel and read stats deterministically.
+class Gate {
+ public:
+  std::function<bool(int32_t)> hook(Stream& s) {
+    return [this, &s](int32_t) {
+      if (s.tokens.size() == 1) {
+        started_.set_value();
+        go_.get_future().wait();
+      }
+      return true;
+    };
+  }
+  void wait_held() { started_.get_future().wait(); }
+  void release() { go_.set_value(); }
+
+ private:
+  std::promise<void> started_, go_;
+};
+
+// The synthetic checkpoint, written once for the whole suite.
+const std::string& synth_dir() {
+  static testing::TempDir dir;
+  static const bool written = (write_synth_checkpoint(dir.path(), SynthOptions{}), true);
+  (void)written;
+  return dir.path();
+}
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = Model::load(synth_dir());
+    vocab_ = model_->text().vocab_size;
+  }
+
+  // The tokens a lone run produces for the request.
+  std::vector<int32_t> lone(const Request& r, int64_t chunk) const {
+    SequenceState s = model_->new_sequence();
+    GenerateOptions o;
+    o.max_tokens = static_cast<int>(r.max_tokens);
+    o.sampling = r.sampling;
+    o.stop_tokens = r.stop_tokens;
+    o.prefill_chunk = chunk;
+    return generate(*model_, s, r.prompt, o);
+  }
+
+  std::vector<int32_t> prompt(int n, uint64_t seed) const { return random_tokens(n, static_cast<int>(vocab_), seed); }
+
+  std::unique_ptr<Model> model_;
+  int64_t vocab_ = 0;
+};
+
+// Submits the requests, waits for all, and checks each against its lone run.
+void expect_lone_results(Batch& batch, const std::function<std::vector<int32_t>(const Request&)>& lone) {
+  const std::vector<Request>& want = batch.reqs;
+  std::vector<std::unique_ptr<Stream>>& runs = batch.runs;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    SCOPED_TRACE(::testing::Message() << "request " << i);
+    const RequestResult res = runs[i]->result.get();
+    const std::vector<int32_t> expect = lone(want[i]);
+    EXPECT_EQ(runs[i]->tokens, expect);
+    EXPECT_EQ(res.completion_tokens, static_cast<int64_t>(expect.size()));
+    EXPECT_EQ(res.prompt_tokens, static_cast<int64_t>(want[i].prompt.size()));
+    const bool stopped = !expect.empty() && std::find(want[i].stop_tokens.begin(), want[i].stop_tokens.end(),
+                                                      expect.back()) != want[i].stop_tokens.end();
+    EXPECT_STREQ(to_string(res.reason), stopped ? "stop" : "length");
+  }
+}
+
+TEST_F(SchedulerTest, ConcurrentGreedyRequestsMatchLoneRuns) {
+  SchedulerOptions o;
+  o.max_batch = 6;
+  o.max_queue = 16;
+  o.prefill_chunk = 32;
+  o.step_prefill_tokens = 48;
+  const int lengths[16] = {1, 3, 5, 17, 31, 32, 33, 40, 64, 70, 90, 100, 7, 12, 45, 2};
+  Batch batch;
+  for (int i = 0; i < 16; ++i) batch.add(prompt(lengths[i], 10 + i), 6 + i % 5);
+  std::vector<Request>& reqs = batch.reqs;
+  // Two requests stop on the third token of their lone run.
+  for (int i : {4, 9}) reqs[i].stop_tokens = {lone(reqs[i], o.prefill_chunk).at(2)};
+  {
+    Scheduler sched(*model_, o);
+    batch.submit_all(sched);
+    expect_lone_results(batch, [&](const Request& r) { return lone(r, o.prefill_chunk); });
+    const SchedulerStats st = sched.stats();
+    EXPECT_EQ(st.completed, 16);
+    EXPECT_EQ(st.running, 0);
+    EXPECT_EQ(st.waiting, 0);
+    EXPECT_EQ(st.state_bytes, 0u);
+    EXPECT_EQ(st.reserved_bytes, 0u);
+    int64_t prompt_total = 0, generated = 0;
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      prompt_total += static_cast<int64_t>(reqs[i].prompt.size());
+      generated += static_cast<int64_t>(batch.runs[i]->tokens.size());
+    }
+    EXPECT_EQ(st.prompt_tokens, prompt_total);
+    EXPECT_EQ(st.tokens_generated, generated);
+  }
+}
+
+TEST_F(SchedulerTest, SeededSamplingIsReproducible) {
+  SchedulerOptions o;
+  o.max_batch = 3;
+  o.prefill_chunk = 16;
+  Batch batch;
+  for (int i = 0; i < 5; ++i)
+    batch.add(prompt(5 + 9 * i, 50 + i), 10, SamplingParams{0.9f, i % 2 ? 40 : 0, i % 3 ? 0.9f : 1.0f, 1000u + i});
+  Scheduler sched(*model_, o);
+  batch.submit_all(sched);
+  expect_lone_results(batch, [&](const Request& r) { return lone(r, o.prefill_chunk); });
+}
+
+// A long prompt is prefilled in chunks while a running sequence keeps decoding every step.
+TEST_F(SchedulerTest, LongPromptDoesNotStallRunningDecodes) {
+  SchedulerOptions o;
+  o.max_batch = 2;
+  o.prefill_chunk = 16;
+  o.step_prefill_tokens = 16;
+  Scheduler sched(*model_, o);
+  std::vector<char> order;  // engine thread only
+  Gate gate;
+  Stream a, b;
+  Request ra = make_request(prompt(4, 1), 20, a);
+  a.hook = [&, hold = gate.hook(a)](int32_t t) {
+    order.push_back('a');
+    return hold(t);
+  };
+  Request rb = make_request(prompt(100, 2), 3, b);
+  b.hook = [&](int32_t) {
+    order.push_back('b');
+    return true;
+  };
+  sched.submit(ra);
+  gate.wait_held();
+  sched.submit(rb);
+  gate.release();
+  a.result.get();
+  b.result.get();
+  const auto first_b = std::find(order.begin(), order.end(), 'b');
+  ASSERT_NE(first_b, order.end());
+  // 100 prompt tokens = 7 chunks of 16, each step also decoding a.
+  EXPECT_GE(std::count(order.begin(), first_b, 'a'), 7);
+  EXPECT_EQ(a.tokens, lone(ra, o.prefill_chunk));
+  EXPECT_EQ(b.tokens, lone(rb, o.prefill_chunk));
+}
+
+TEST_F(SchedulerTest, CancelledRequestsFreeTheirSlot) {
+  SchedulerOptions o;
+  o.max_batch = 1;
+  Scheduler sched(*model_, o);
+  // a: the client goes away after 3 tokens.
+  Stream a, b, c;
+  Request ra = make_request(prompt(9, 3), 50, a);
+  a.hook = [&](int32_t) { return a.tokens.size() < 3; };
+  SchedulerStats at_cancel;
+  ra.on_done = [&](const RequestResult& res) {
+    at_cancel = sched.stats();
+    a.done.set_value(res);
+  };
+  sched.submit(ra);
+  const Request rb = make_request(prompt(12, 4), 5, b);
+  const Request rc = make_request(prompt(3, 5), 4, c);
+  sched.submit(rb);
+  sched.submit(rc);
+  const RequestResult res_a = a.result.get();
+  EXPECT_EQ(res_a.reason, FinishReason::kCancelled);
+  EXPECT_EQ(res_a.completion_tokens, 3);
+  EXPECT_EQ(at_cancel.running, 0);
+  EXPECT_EQ(at_cancel.cancelled, 1);
+  EXPECT_EQ(at_cancel.reserved_bytes, 0u);
+  EXPECT_EQ(at_cancel.state_bytes, 0u);
+  // The queued requests then run, unaffected.
+  EXPECT_EQ(b.result.get().reason, FinishReason::kLength);
+  EXPECT_EQ(c.result.get().reason, FinishReason::kLength);
+  EXPECT_EQ(b.tokens, lone(rb, o.prefill_chunk));
+  EXPECT_EQ(c.tokens, lone(rc, o.prefill_chunk));
+
+  // d: cancelled through cancel(id) while running; e: cancelled while still queued.
+  Stream d, e;
+  Gate gate;
+  Request rd = make_request(prompt(6, 6), 1000, d);
+  d.hook = gate.hook(d);
+  const uint64_t id_d = sched.submit(rd);
+  gate.wait_held();
+  const uint64_t id_e = sched.submit(make_request(prompt(6, 7), 5, e));
+  EXPECT_EQ(sched.stats().waiting, 1);
+  EXPECT_TRUE(sched.cancel(id_e));
+  EXPECT_TRUE(sched.cancel(id_d));
+  EXPECT_FALSE(sched.cancel(987654));
+  gate.release();
+  const RequestResult res_d = d.result.get();
+  EXPECT_EQ(res_d.reason, FinishReason::kCancelled);
+  EXPECT_EQ(res_d.completion_tokens, 1);
+  const RequestResult res_e = e.result.get();
+  EXPECT_EQ(res_e.reason, FinishReason::kCancelled);
+  EXPECT_EQ(res_e.completion_tokens, 0);
+  EXPECT_TRUE(e.tokens.empty());
+  EXPECT_FALSE(sched.cancel(id_d));
+  const SchedulerStats st = sched.stats();
+  EXPECT_EQ(st.cancelled, 3);
+  EXPECT_EQ(st.completed, 2);
+  EXPECT_EQ(st.running, 0);
+  EXPECT_EQ(st.waiting, 0);
+}
+
+TEST_F(SchedulerTest, FullQueueIsBusyNotInvalid) {
+  SchedulerOptions o;
+  o.max_batch = 1;
+  o.max_queue = 2;
+  Scheduler sched(*model_, o);
+  Stream a, b, c, d;
+  Gate gate;
+  a.hook = gate.hook(a);
+  sched.submit(make_request(prompt(5, 8), 3, a));
+  gate.wait_held();  // a holds the only slot
+  sched.submit(make_request(prompt(5, 9), 3, b));
+  sched.submit(make_request(prompt(5, 10), 3, c));
+  const SchedulerStats st = sched.stats();
+  EXPECT_EQ(st.running, 1);
+  EXPECT_EQ(st.waiting, 2);
+  try {
+    sched.submit(make_request(prompt(5, 11), 3, d));
+    ADD_FAILURE() << "a third queued request was accepted";
+  } catch (const SchedulerBusy& e) {
+    EXPECT_NE(std::string(e.what()).find("busy"), std::string::npos) << e.what();
+  }
+  gate.release();
+  for (Stream* r : {&a, &b, &c}) EXPECT_EQ(r->result.get().reason, FinishReason::kLength);
+  EXPECT_EQ(d.result.wait_for(std::chrono::seconds(0)), std::future_status::timeout);  // never accepted
+  EXPECT_EQ(sched.stats().completed, 3);
+}
+
+TEST_F(SchedulerTest, InvalidRequestsNameTheField) {
+  SchedulerOptions o;
+  o.max_context = 64;
+  o.memory_budget = 0;
+  Scheduler sched(*model_, o);
+  Stream run;
+  const auto expect_invalid = [&](Request r, const std::string& needle, Scheduler& s) {
+    try {
+      s.submit(std::move(r));
+      ADD_FAILURE() << "accepted; expected an error naming " << needle;
+    } catch (const SchedulerBusy& e) {
+      ADD_FAILURE() << "busy instead of invalid: " << e.what();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  const auto base = [&] { return make_request(prompt(8, 12), 4, run); };
+  Request r = base();
+  r.prompt.clear();
+  expect_invalid(r, "prompt is empty", sched);
+  r = base();
+  r.prompt[3] = -1;
+  expect_invalid(r, "prompt token 3", sched);
+  r = base();
+  r.prompt[0] = static_cast<int32_t>(vocab_);
+  expect_invalid(r, "vocabulary", sched);
+  r = base();
+  r.prompt = prompt(65, 13);
+  expect_invalid(r, "exceeds the context of 64", sched);
+  r = base();
+  r.max_tokens = -2;
+  expect_invalid(r, "max_tokens", sched);
+  r = base();
+  r.sampling.temperature = -1.0f;
+  expect_invalid(r, "temperature", sched);
+  r = base();
+  r.sampling.top_p = 0.0f;
+  expect_invalid(r, "top_p", sched);
+  r = base();
+  r.sampling.top_k = -3;
+  expect_invalid(r, "top_k", sched);
+  r = base();
+  r.stop_tokens = {static_cast<int32_t>(vocab_) + 5};
+  expect_invalid(r, "stop token", sched);
+
+  SchedulerOptions small = o;
+  small.memory_budget = sched.sequence_bytes(32);
+  Scheduler tight(*model_, small);
+  r = base();
+  r.max_tokens = 40;  // context 48 > the 32 tokens the budget holds
+  expect_invalid(r, "memory budget", tight);
+  EXPECT_EQ(sched.stats().waiting + sched.stats().running + tight.stats().waiting, 0);
+
+  SchedulerOptions bad;
+  bad.max_batch = 0;
+  EXPECT_THROW(std::make_unique<Scheduler>(*model_, bad), Error);
+  bad = {};
+  bad.max_context = model_->text().max_position_embeddings + 1;
+  EXPECT_THROW(std::make_unique<Scheduler>(*model_, bad), Error);
+  // A prompt exactly as long as the context still yields its one token.
+  r = base();
+  r.prompt = prompt(64, 14);
+  r.max_tokens = 0;
+  sched.submit(r);
+  const RequestResult res = run.result.get();
+  EXPECT_EQ(res.reason, FinishReason::kLength);
+  EXPECT_EQ(res.completion_tokens, 1);
+}
+
+// With memory for one sequence, a second request waits until the first is done.
+TEST_F(SchedulerTest, MemoryBudgetMakesRequestsWait) {
+  SchedulerOptions o;
+  o.max_batch = 4;
+  o.max_context = 64;
+  o.memory_budget = 0;
+  Stream a, b;
+  Request ra = make_request(prompt(10, 15), 6, a);
+  Request rb = make_request(prompt(10, 16), 6, b);
+  SchedulerOptions one = o;
+  Scheduler probe(*model_, o);
+  one.memory_budget = probe.sequence_bytes(probe.context_tokens(ra)) + probe.sequence_bytes(3);
+  Scheduler sched(*model_, one);
+  Gate gate;
+  a.hook = gate.hook(a);
+  bool a_done_before_b = false;
+  b.hook = [&](int32_t) {
+    if (b.tokens.size() == 1) a_done_before_b = a.tokens.size() == 6;  // same thread: no race
+    return true;
+  };
+  sched.submit(ra);
+  gate.wait_held();
+  sched.submit(rb);
+  gate.release();
+  EXPECT_EQ(a.result.get().reason, FinishReason::kLength);
+  EXPECT_EQ(b.result.get().reason, FinishReason::kLength);
+  EXPECT_TRUE(a_done_before_b);
+  EXPECT_EQ(a.tokens, lone(ra, o.prefill_chunk));
+  EXPECT_EQ(b.tokens, lone(rb, o.prefill_chunk));
+
+  // Six requests under a budget for two: never more than two at once, all served.
+  SchedulerOptions two = o;
+  two.memory_budget = 2 * probe.sequence_bytes(30);
+  Scheduler pair(*model_, two);
+  Batch batch;
+  int64_t most_running = 0;  // engine thread only until the results are in
+  for (int i = 0; i < 6; ++i) {
+    batch.add(prompt(20, 20 + i), 10).hook = [&](int32_t) {
+      const SchedulerStats st = pair.stats();
+      most_running = std::max(most_running, st.running);
+      EXPECT_LE(st.reserved_bytes, two.memory_budget);
+      return true;
+    };
+  }
+  batch.submit_all(pair);
+  expect_lone_results(batch, [&](const Request& r) { return lone(r, two.prefill_chunk); });
+  EXPECT_LE(most_running, 2);
+  EXPECT_GE(most_running, 1);
+}
+
+TEST_F(SchedulerTest, SingleSlotServesEveryRequest) {
+  SchedulerOptions o;
+  o.max_batch = 1;
+  o.max_queue = 8;
+  o.prefill_chunk = 8;
+  Batch batch;
+  for (int i = 0; i < 5; ++i) batch.add(prompt(3 + 7 * i, 30 + i), 4 + i);
+  Scheduler sched(*model_, o);
+  batch.submit_all(sched);
+  expect_lone_results(batch, [&](const Request& r) { return lone(r, o.prefill_chunk); });
+  EXPECT_EQ(sched.stats().completed, 5);
+}
+
+// Destruction tells every accepted request exactly once how it ended.
+TEST_F(SchedulerTest, ShutdownFinishesEveryRequestOnce) {
+  Batch batch;
+  {
+    SchedulerOptions o;
+    o.max_batch = 2;
+    o.max_context = 256;
+    Scheduler sched(*model_, o);
+    for (int i = 0; i < 5; ++i) batch.add(prompt(4, 40 + i), 0);
+    batch.submit_all(sched);
+  }
+  for (auto& r : batch.runs) {
+    ASSERT_EQ(r->result.wait_for(std::chrono::seconds(0)), std::future_status::ready);
+    const RequestResult res = r->result.get();  // a second set_value would have thrown
+    EXPECT_TRUE(res.reason == FinishReason::kCancelled || res.reason == FinishReason::kLength) << to_string(res.reason);
+    EXPECT_EQ(res.completion_tokens, static_cast<int64_t>(r->tokens.size()));
+  }
+}
+
+}  // namespace
+}  // namespace k3
