@@ -17,37 +17,31 @@ namespace k3 {
 namespace {
 
 // Fast parallel fill with small pseudo-random values (content only needs to be finite).
-void fill_bf16(ThreadPool& pool, std::vector<uint16_t>& v, uint64_t seed) {
+// Fills v in parallel with gen(random 64-bit value); content only needs to be finite.
+template <typename T, typename Gen>
+void fill_parallel(ThreadPool& pool, std::vector<T>& v, uint64_t seed, Gen gen) {
   pool.parallel_for(static_cast<int64_t>(v.size()), 4096, [&](int64_t b, int64_t e, int) {
-    uint64_t s = seed ^ (static_cast<uint64_t>(b) * 0x9e3779b97f4a7c15ULL);
+    uint64_t s = (seed ^ (static_cast<uint64_t>(b) * 0x9e3779b97f4a7c15ULL)) | 1;
     for (int64_t i = b; i < e; ++i) {
       s ^= s << 13;
       s ^= s >> 7;
       s ^= s << 17;
-      // sign | exponent 118..125 | mantissa: magnitudes ~ 2^-9 .. 2^-2
-      v[i] = static_cast<uint16_t>(((s & 1) << 15) | ((118 + (s >> 1) % 8) << 7) | ((s >> 8) & 0x7f));
+      v[i] = gen(s);
     }
+  });
+}
+void fill_bf16(ThreadPool& pool, std::vector<uint16_t>& v, uint64_t seed) {
+  // sign | exponent 118..125 | mantissa: magnitudes ~ 2^-9 .. 2^-2
+  fill_parallel(pool, v, seed, [](uint64_t s) {
+    return static_cast<uint16_t>(((s & 1) << 15) | ((118 + (s >> 1) % 8) << 7) | ((s >> 8) & 0x7f));
   });
 }
 void fill_u8(ThreadPool& pool, std::vector<uint8_t>& v, uint64_t seed, uint8_t lo, uint8_t span) {
-  pool.parallel_for(static_cast<int64_t>(v.size()), 4096, [&](int64_t b, int64_t e, int) {
-    uint64_t s = seed ^ (static_cast<uint64_t>(b) * 0x9e3779b97f4a7c15ULL) ^ 1;
-    for (int64_t i = b; i < e; ++i) {
-      s ^= s << 13;
-      s ^= s >> 7;
-      s ^= s << 17;
-      v[i] = static_cast<uint8_t>(span == 0 ? s : lo + s % span);
-    }
-  });
+  fill_parallel(pool, v, seed, [=](uint64_t s) { return static_cast<uint8_t>(span == 0 ? s : lo + s % span); });
 }
 void fill_f32(std::vector<float>& v, uint64_t seed, float scale) {
-  uint64_t s = seed | 1;
-  for (float& x : v) {
-    s ^= s << 13;
-    s ^= s >> 7;
-    s ^= s << 17;
-    x = scale * (static_cast<float>(s % 2001) / 1000.0f - 1.0f);
-  }
+  fill_parallel(global_pool(), v, seed,
+                [=](uint64_t s) { return scale * (static_cast<float>(s % 2001) / 1000.0f - 1.0f); });
 }
 
 struct Timed {
