@@ -6,8 +6,9 @@
 // Per token:  S <- diag(exp g) S;  u = beta (v - S^T k);  S += k u^T;  o = S^T q  (read after write)
 //
 // kda_recurrent() is that loop (the golden model, also the decode step).  kda_chunked() is the
-// WY/UT chunk form of kda.md section 3.5 (pairwise exp(G_r - G_s), so no factor can overflow
-// whatever the gate); both give the same result up to fp32 rounding.
+// WY/UT chunk form of kda.md section 3.5; both give the same result up to fp32 rounding.  The
+// fast versions (kda_chunk.h) read S once and write it once per decoded token, and run the
+// chunked form as register-blocked GEMMs with a decay factorisation that cannot overflow.
 #pragma once
 
 #include <cstdint>
@@ -26,22 +27,23 @@ struct KdaHeadIO {
 
 // state: K*V floats, S[k*V + v].  These dispatch to the fast implementations.
 void kda_recurrent(const KdaHeadIO& io, int64_t T, int K, int V, float* state);
-// The chunked form.  When every channel's decay over a chunk stays above e^-80 (always for
-// K3's bounded gate with chunk <= 16) it runs as small matrix products on the blocked linear
-// kernels with exp(G_r - G_s) factorised as exp(G_r) * exp(-G_s); otherwise it falls back to the
-// pairwise form, which cannot overflow for any gate.
+// The chunked form, any gate <= 0.  The fast versions round `chunk` up to a multiple of 16 (the
+// result does not depend on the chunk length beyond fp32 rounding); kKdaChunk is the tuned one.
+constexpr int kKdaChunk = 64;
 void kda_chunked(const KdaHeadIO& io, int64_t T, int K, int V, int chunk, float* state);
 
-// The plain versions the tests compare against (the pairwise chunked form is also the fallback).
+// The plain versions the tests compare against (ref::kda_chunked: pairwise exp(G_r - G_s)).
 namespace ref {
 void kda_recurrent(const KdaHeadIO& io, int64_t T, int K, int V, float* state);
 void kda_chunked(const KdaHeadIO& io, int64_t T, int K, int V, int chunk, float* state);
 }  // namespace ref
 namespace avx512 {
 void kda_recurrent(const KdaHeadIO& io, int64_t T, int K, int V, float* state);
+void kda_chunked(const KdaHeadIO& io, int64_t T, int K, int V, int chunk, float* state);
 }
 namespace avx2 {
 void kda_recurrent(const KdaHeadIO& io, int64_t T, int K, int V, float* state);
+void kda_chunked(const KdaHeadIO& io, int64_t T, int K, int V, int chunk, float* state);
 }
 
 // Causal depthwise convolution over W taps followed by SiLU, for T new rows of C channels.

@@ -5,13 +5,14 @@
 // per-head RMSNorm gated by sigmoid(g_proj x) -> o_proj.
 #pragma once
 
+#include "kernels/kda.h"
 #include "model/batch.h"
 #include "model/weights.h"
 
 namespace k3 {
 
 struct KdaOptions {
-  int chunk = 16;             // chunk length of the chunked (prefill) form
+  int chunk = kKdaChunk;      // chunk length of the chunked (prefill) form (kernels/kda.h)
   bool force_recurrent = false;  // token-by-token even for multi-token steps (tests)
 };
 

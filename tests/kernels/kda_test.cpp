@@ -81,7 +81,9 @@ std::vector<float> to_float(const std::vector<double>& S) { return std::vector<f
 
 TEST(Kda, RecurrentMatchesClosedForm) {
   Rng rng(21);
-  for (auto [T, K, V] : std::vector<std::tuple<int64_t, int, int>>{{1, 4, 4}, {9, 8, 5}, {40, 48, 48}, {7, 33, 17}}) {
+  // V a multiple of the vector width runs the fused step, other widths the plain loop.
+  for (auto [T, K, V] : std::vector<std::tuple<int64_t, int, int>>{
+           {1, 4, 4}, {9, 8, 5}, {40, 48, 48}, {7, 33, 17}, {5, 128, 128}, {6, 33, 160}, {3, 7, 8}}) {
     KdaInputs in = make_inputs(rng, T, K, V, -5.0);
     std::vector<double> S(K * V);
     for (auto& s : S) s = 0.1 * rng.normal();
@@ -101,12 +103,12 @@ TEST(Kda, RecurrentMatchesClosedForm) {
 TEST(Kda, ChunkedMatchesRecurrent) {
   Rng rng(22);
   int cases = 0;
-  for (int K : {4, 16, 48, 64}) {
-    for (int64_t T : {1, 5, 16, 17, 33, 70}) {
-      for (int chunk : {1, 4, 16, 64}) {
+  for (int K : {4, 16, 33, 64}) {
+    for (int64_t T : {1, 5, 16, 17, 33, 70, 130}) {
+      for (int chunk : {1, 16, 32, 64}) {
         for (double g_min : {-0.05, -5.0, -60.0}) {  // near-identity decay ... far below fp32's exp range per chunk
           SCOPED_TRACE(::testing::Message() << "K=" << K << " T=" << T << " chunk=" << chunk << " gmin=" << g_min);
-          const int V = K == 16 ? 24 : K;  // also K != V
+          const int V = K == 16 ? 24 : K == 33 ? 19 : K;  // also K != V, odd widths
           KdaInputs in = make_inputs(rng, T, K, V, g_min);
           std::vector<float> s0 = testing::random_vec(rng, K * V, 0.2);
           std::vector<float> s_rec = s0, o_rec(T * V);
@@ -123,22 +125,35 @@ TEST(Kda, ChunkedMatchesRecurrent) {
       }
     }
   }
-  EXPECT_EQ(cases, 4 * 6 * 4 * 3);
+  EXPECT_EQ(cases, 4 * 7 * 4 * 3);
 }
 
-// K3's bounded gate at its floor: 16 steps of g = -5 reach exactly the factorisation limit e^-80.
-TEST(Kda, FactorisedFormAtTheDecayFloor) {
+// K3's bounded gate at its floor: g = -5 on every step of some channels, so a 64-token chunk
+// decays those channels by e^-320 (far below fp32) and a 16-token sub-block by e^-80; other
+// channels near 0 and in between.  Also a gate far steeper than K3's (-40 per step), which sends
+// the fast form's diagonal sub-blocks to their pairwise path.
+TEST(Kda, ChunkedAtExtremeDecays) {
   Rng rng(25);
-  KdaInputs in = make_inputs(rng, 40, 128, 128, -1.0);
-  for (size_t i = 0; i < in.g.size(); i += 3) in.g[i] = -5.0f;
-  std::vector<float> s0 = testing::random_vec(rng, 128 * 128, 0.2), s_rec = s0, o_rec(40 * 128);
-  ref::kda_recurrent(io_for(in, o_rec), 40, 128, 128, s_rec.data());
-  testing::for_each_isa([&](Isa) {
-    std::vector<float> s_chk = s0, o_chk(40 * 128);
-    kda_chunked(io_for(in, o_chk), 40, 128, 128, 16, s_chk.data());
-    EXPECT_LT(testing::max_rel_diff(o_chk, o_rec, 1e-3), 5e-5);
-    EXPECT_LT(testing::max_rel_diff(s_chk, s_rec, 1e-3), 5e-5);
-  });
+  for (float floor_g : {-5.0f, -40.0f}) {
+    const int64_t T = 150;
+    KdaInputs in = make_inputs(rng, T, 128, 128, -1.0);
+    for (int64_t t = 0; t < T; ++t)
+      for (int d = 0; d < 128; ++d) {
+        if (d % 3 == 0) in.g[t * 128 + d] = floor_g;
+        if (d % 3 == 1) in.g[t * 128 + d] = -1e-4f;
+      }
+    std::vector<float> s0 = testing::random_vec(rng, 128 * 128, 0.2), s_rec = s0, o_rec(T * 128);
+    ref::kda_recurrent(io_for(in, o_rec), T, 128, 128, s_rec.data());
+    testing::for_each_isa([&](Isa) {
+      for (int chunk : {16, kKdaChunk}) {
+        std::vector<float> s_chk = s0, o_chk(T * 128);
+        kda_chunked(io_for(in, o_chk), T, 128, 128, chunk, s_chk.data());
+        for (float x : o_chk) ASSERT_TRUE(std::isfinite(x));
+        EXPECT_LT(testing::max_rel_diff(o_chk, o_rec, 1e-3), 5e-5) << floor_g << " " << chunk;
+        EXPECT_LT(testing::max_rel_diff(s_chk, s_rec, 1e-3), 5e-5) << floor_g << " " << chunk;
+      }
+    });
+  }
 }
 
 TEST(Kda, SplitCallsContinueTheState) {
