@@ -29,7 +29,7 @@ struct KdaHeadIO {
 void kda_recurrent(const KdaHeadIO& io, int64_t T, int K, int V, float* state);
 // The chunked form, any gate <= 0.  The fast versions round `chunk` up to a multiple of 16 (the
 // result does not depend on the chunk length beyond fp32 rounding); kKdaChunk is the tuned one.
-constexpr int kKdaChunk = 64;
+constexpr int kKdaChunk = 32;
 void kda_chunked(const KdaHeadIO& io, int64_t T, int K, int V, int chunk, float* state);
 
 // The plain versions the tests compare against (ref::kda_chunked: pairwise exp(G_r - G_s)).
