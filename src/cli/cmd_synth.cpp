@@ -24,7 +24,7 @@ void add_synth_command(CLI::App& app, Runner& run) {
   sub->add_option("--experts", a->experts, "num_experts");
   sub->add_option("--top-k", a->top_k, "num_experts_per_token");
   sub->add_option("--vocab", a->vocab, "vocab_size (>= 512)");
-  sub->add_option("--shards", a->shards, "Number of safetensors shards (default: by size)");
+  sub->add_option("--shards", a->shards, "Number of safetensors shards of the text model (default: by size; a vision tower has its own file)");
   sub->add_option("--seed", a->seed, "Random seed");
   sub->add_option("--vision", a->vision,
                   "Vision tower: default (tiny preset: a small MoonViT-V2 tower; k3-width: none), tiny, or k3 "

@@ -95,7 +95,9 @@ TEST_F(ChatSessionTest, ContextOverflowIsAnErrorAndKeepsTheConversation) {
 
 // Two turns with an image each, replayed with and without prefix reuse: the second turn's
 // first logits agree, the reused session prefills only the new text and image, and the
-// messages carry the images as parts.
+// messages carry the images as parts.  (The first reply is empty: a random model's replies
+// are cut mid-format, and a history that does not re-render to the consumed tokens cannot be
+// reused -- the recurrent state cannot be rewound.)
 TEST_F(ChatSessionTest, ImageTurnsAndExactPrefixReuse) {
   ChatSessionOptions o;
   o.max_reply_tokens = 3;
@@ -115,7 +117,9 @@ TEST_F(ChatSessionTest, ImageTurnsAndExactPrefixReuse) {
     ChatSession s(*model_, *tokenizer_, oo, &vision());
     s.attach_image(pattern(336, 224, 1), "a.png");
     EXPECT_EQ(s.pending_images(), 1u);
+    s.options().max_reply_tokens = 0;
     ChatReply r1 = s.send("What is in the picture?");
+    s.options().max_reply_tokens = 2;
     EXPECT_EQ(s.pending_images(), 0u);
     EXPECT_GT(r1.prompt_tokens, pads_a);
     s.attach_image(pattern(112, 112, 2), "b.png");

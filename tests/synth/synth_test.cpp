@@ -93,7 +93,7 @@ TEST(Synth, OverridesShapeTheModel) {
   EXPECT_EQ(m->text().num_experts, 8);
   EXPECT_EQ(m->text().hidden_size, 64);
   Checkpoint ck(tmp.path());
-  EXPECT_EQ(ck.shard_count(), 3u);
+  EXPECT_EQ(ck.shard_count(), 4u);  // 3 text shards + model-vision.safetensors
 }
 
 TEST(Synth, RefusesBadSettings) {

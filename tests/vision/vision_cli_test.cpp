@@ -61,7 +61,9 @@ class GenerateImageCli : public ::testing::Test {
           testing::run_k3("synth --preset tiny --layers 2 --experts 4 --top-k 2" + std::string(extra) + " --out " + out);
       ASSERT_EQ(r.exit_code, 0) << r.err;
     }
-    testing::PngSpec png{84, 56, 2, 8};
+    testing::PngSpec png;
+    png.width = 84;
+    png.height = 56;
     for (int i = 0; i < 84 * 56 * 3; ++i) png.samples.push_back(static_cast<uint16_t>((i * 37) % 256));
     const testing::Bytes bytes = testing::encode_png(png);
     testing::write_file(dir_->file("a.png"), std::string(bytes.begin(), bytes.end()));
