@@ -109,11 +109,9 @@ void add_generate_command(CLI::App& app, Runner& run) {
       }
 
       SequenceState state = model->new_sequence(a->ctx);
-      if (static_cast<int64_t>(prompt.size()) > state.max_tokens())
-        fail("the prompt has ", prompt.size(), " tokens",
-             images.empty() ? std::string() : cat(" (", image_tokens, " of them for ", images.size(), " image(s))"),
-             " but the context holds ", state.max_tokens(), " tokens",
-             images.empty() ? std::string() : std::string("; use smaller images or a larger --ctx"));
+      if (!images.empty() && static_cast<int64_t>(prompt.size()) > state.max_tokens())
+        fail("the prompt has ", prompt.size(), " tokens (", image_tokens, " of them for ", images.size(),
+             " image(s)) but the context holds ", state.max_tokens(), " tokens; use smaller images or a larger --ctx");
 
       std::vector<float> rows;
       for (const PromptImage& im : images) rows.insert(rows.end(), im.rows.begin(), im.rows.end());
