@@ -22,7 +22,8 @@ struct AttentionBlocking {
 };
 
 // q:  [round_up(nq, rows), hd]     the queries (rows past nq: any finite values)
-// kt: [hd, round_up(n, key_block)] keys transposed, zero past n
+// kt: keys transposed per block of key_block keys: [blocks][hd][key_block] (key j, dimension d
+//     at ((j / key_block) * hd + d) * key_block + j % key_block), zero past n
 // v:  [round_up(n, key_block), hd_pad] values, zero past n and past hd
 // out[i * ldo + d] = softmax_j(scale * q_i . k_j) . v_j[d] for i < nq, d < hd.
 // scratch: attention_scratch_floats(nq, hd_pad) floats.

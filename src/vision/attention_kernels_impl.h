@@ -4,8 +4,8 @@
 // K3_VISION_DEFINE_ATTENTION_KERNELS inside their ISA namespace.
 //
 // The register blocking uses GCC vector extensions (vector_size = K3_VISION_VEC floats), so one
-// source gives 4x16-wide accumulators under AVX-512 and 4x3 8-wide ones under AVX2; in the
-// reference build the same vectors are lowered to baseline SSE.
+// source gives 4x4 16-wide accumulators under AVX-512, 4x3 8-wide ones under AVX2 and 4x3
+// 4-wide (baseline SSE) ones in the reference build.
 #pragma once
 
 #include <algorithm>
@@ -118,7 +118,6 @@ struct TileBuffers {
 void tile(const float* q, int64_t nq, const float* kt, const float* v, int64_t n, int hd, int hd_pad, float scale,
           float* out, int64_t ldo, const TileBuffers& b) {
   const int64_t rows = (nq + kRows - 1) / kRows * kRows;
-  const int64_t n_pad = (n + kKeyBlock - 1) / kKeyBlock * kKeyBlock;
   const int vecs = hd_pad / kVec;
   std::fill(b.o, b.o + rows * hd_pad, 0.0f);
   for (int64_t j0 = 0; j0 < n; j0 += kKeyBlock) {
@@ -126,7 +125,7 @@ void tile(const float* q, int64_t nq, const float* kt, const float* v, int64_t n
     // Scores of the block.
     for (int64_t i = 0; i < rows; i += kRows)
       for (int c = 0; c < kKeyBlock; c += kKeyWidth)
-        qk_micro(q + i * hd, hd, kt + j0 + c, n_pad, b.s + i * kKeyBlock + c, kKeyBlock);
+        qk_micro(q + i * hd, hd, kt + j0 * hd + c, kKeyBlock, b.s + i * kKeyBlock + c, kKeyBlock);
     // Online softmax: rescale what was accumulated when the running maximum grows.  The sum
     // is kept per lane (l holds kVec partial sums per row) and reduced once at the end.
     for (int64_t r = 0; r < rows; ++r) {

@@ -25,7 +25,8 @@ void packed_attention(const float* qkv, std::span<const int64_t> cu_seqlens, int
   const int hd_pad = static_cast<int>(round_up(head_dim, blk.vec));
   ThreadPool& pool = global_pool();
 
-  // Per (head, image): keys transposed [head_dim, n_pad] and values [n_pad, hd_pad], zero-padded.
+  // Per (head, image): keys transposed per key block [n_pad / key_block][head_dim][key_block]
+  // (each block contiguous) and values [n_pad, hd_pad], zero-padded.
   std::vector<int64_t> base(images + 1, 0);  // offsets (in padded keys) of each image
   for (int64_t i = 0; i < images; ++i) base[i + 1] = base[i] + round_up(cu_seqlens[i + 1] - cu_seqlens[i], blk.key_block);
   const int64_t NP = base.back();
@@ -39,7 +40,8 @@ void packed_attention(const float* qkv, std::span<const int64_t> cu_seqlens, int
     std::fill(vp, vp + n_pad * hd_pad, 0.0f);
     for (int64_t s = 0; s < n; ++s) {
       const float* row = qkv + (s0 + s) * stride + h * head_dim;
-      for (int d = 0; d < head_dim; ++d) kt[d * n_pad + s] = row[Q + d];
+      float* kb = kt + (s / blk.key_block) * head_dim * blk.key_block + s % blk.key_block;
+      for (int d = 0; d < head_dim; ++d) kb[d * blk.key_block] = row[Q + d];
       std::copy(row + 2 * Q, row + 2 * Q + head_dim, vp + s * hd_pad);
     }
   });
