@@ -123,8 +123,9 @@ ChatReply ChatSession::send(const std::string& user_text, const std::function<vo
   if (pad >= 0)
     overrides = media_embedding_overrides(todo, pad, std::span<const float>(rows).subspan(rows_before * hidden), hidden);
   if (state_.position() + static_cast<int64_t>(todo.size()) + 1 > state_.max_tokens())
-    fail("the conversation (", prompt.size(), " tokens) no longer fits the context of ", state_.max_tokens(),
-         " tokens; use /reset");
+    fail("the conversation (", prompt.size(), " tokens",
+         rows.empty() ? std::string() : cat(", ", rows.size() / hidden, " of them for images"),
+         ") no longer fits the context of ", state_.max_tokens(), " tokens; use /reset");
 
   ChatParserOptions popt;
   popt.thinking = options_.thinking;
