@@ -130,11 +130,14 @@ void tile(const float* q, int64_t nq, const float* kt, const float* v, int64_t n
     // is kept per lane (l holds kVec partial sums per row) and reduced once at the end.
     for (int64_t r = 0; r < rows; ++r) {
       float* __restrict s = b.s + r * kKeyBlock;
-      float part[kVec];  // kVec partial maxima: the compiler keeps them in one vector
-      for (int k = 0; k < kVec; ++k) part[k] = s[0];
+      vf mv = splat(s[0]);  // kVec partial maxima
       int64_t c = 0;
-      for (; c + kVec <= kb; c += kVec)
-        for (int k = 0; k < kVec; ++k) part[k] = part[k] > s[c + k] ? part[k] : s[c + k];
+      for (; c + kVec <= kb; c += kVec) {
+        const vf x = load(s + c);
+        mv = mv > x ? mv : x;
+      }
+      float part[kVec];
+      std::memcpy(part, &mv, sizeof part);
       for (; c < kb; ++c) part[0] = part[0] > s[c] ? part[0] : s[c];
       for (int w = kVec / 2; w >= 1; w /= 2)  // a tree: short dependency chains
         for (int k = 0; k < w; ++k) part[k] = part[k] > part[k + w] ? part[k] : part[k + w];
