@@ -1,5 +1,7 @@
 // k3 chat: an interactive terminal chat with streamed replies; the think channel is shown apart
-// from the answer.  Commands: /effort low|high|max, /think on|off, /reset, /help, /quit.
+// from the answer.  Commands: /effort low|high|max, /think on|off, /image PATH, /reset, /help,
+// /quit.  /image (models with a vision tower) encodes a PNG/JPEG at once and attaches it to the
+// next message.
 #include <unistd.h>
 
 #include <cstdio>
@@ -9,6 +11,7 @@
 #include "base/error.h"
 #include "cli/commands.h"
 #include "engine/chat_session.h"
+#include "engine/multimodal.h"
 #include "model/k3_model.h"
 #include "text/tokenizer.h"
 
@@ -16,7 +19,8 @@ namespace k3::cli {
 namespace {
 
 const char* kHelp =
-    "commands: /effort low|high|max   /think on|off   /reset   /help   /quit\n"
+    "commands: /image PATH (attach to the next message)   /effort low|high|max   /think on|off   /reset   /help   "
+    "/quit\n"
     "the model's reasoning is shown dimmed (or after 'thinking:' when not on a terminal)\n";
 
 struct Printer {
@@ -49,7 +53,9 @@ struct Printer {
 int chat(const std::string& dir, ChatSessionOptions opt) {
   auto model = Model::load(dir);
   const Tokenizer tokenizer = Tokenizer::from_model_dir(dir);
-  ChatSession session(*model, tokenizer, opt);
+  std::unique_ptr<VisionModel> vision;
+  if (model->config().has_vision) vision = load_vision_for(*model, dir);
+  ChatSession session(*model, tokenizer, opt, vision.get());
   const bool tty_in = isatty(STDIN_FILENO) != 0;
   if (tty_in) std::printf("k3 chat with %s (%s). %s", dir.c_str(), model->config().model_type.c_str(), kHelp);
   std::string line;
@@ -64,6 +70,18 @@ int chat(const std::string& dir, ChatSessionOptions opt) {
       if (line == "/quit" || line == "/exit") break;
       if (line == "/help") {
         std::fputs(kHelp, stdout);
+      } else if (line == "/image" || line.rfind("/image ", 0) == 0) {
+        const size_t b = line.find_first_not_of(' ', 6);
+        const std::string path = b == std::string::npos ? std::string() : line.substr(b);
+        try {
+          K3_CHECK(!path.empty(), "usage: /image PATH");
+          K3_CHECK(vision != nullptr, dir, " has no vision tower, so this chat cannot take images");
+          const PromptImage& im = session.attach_image(encode_image_file(*vision, path));
+          std::printf("(attached %s: %dx%d, %lld image tokens; it goes with your next message)\n", path.c_str(),
+                      im.width, im.height, static_cast<long long>(im.prompt.num_pads));
+        } catch (const Error& e) {
+          std::printf("(error: %s)\n", e.what());
+        }
       } else if (line == "/reset") {
         session.reset();
         std::puts("(conversation cleared)");

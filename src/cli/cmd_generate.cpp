@@ -1,16 +1,30 @@
-// k3 generate: token ids in, generated token ids out (one line, space-separated).
+// k3 generate: a prompt in, generated token ids out (one line, space-separated).
+// The prompt is raw token ids (--prompt-ids) or a text rendered as one user chat turn
+// (--prompt).  --image FILE (repeatable, needs a model with a vision tower) adds images:
+//   with --prompt:      the user message is [images..., text], rendered by the chat template
+//                       (each image's <|media_begin|>image WxH<|media_content|> + pads +
+//                       <|media_end|> in its place), followed by the assistant generation prompt;
+//   with --prompt-ids:  each image's media prompt tokens come first, in order, then the ids.
+// Either way the <|media_pad|> embeddings are overwritten by the projector rows of the images.
 #include <cstdio>
+#include <optional>
 
 #include "base/error.h"
+#include "base/log.h"
 #include "cli/commands.h"
 #include "engine/generator.h"
+#include "engine/multimodal.h"
 #include "model/k3_model.h"
+#include "text/xtml_renderer.h"
+#include "vision/media_prompt.h"
 
 namespace k3::cli {
 
 void add_generate_command(CLI::App& app, Runner& run) {
   struct Args {
-    std::string model, prompt_ids;
+    std::string model, prompt_ids, prompt, effort = "max";
+    std::vector<std::string> images;
+    bool no_think = false;
     int max_tokens = 16;
     float temperature = 0.0f, top_p = 1.0f;
     int top_k = 0;
@@ -19,9 +33,19 @@ void add_generate_command(CLI::App& app, Runner& run) {
     bool ignore_eos = false;
   };
   auto a = std::make_shared<Args>();
-  CLI::App* sub = app.add_subcommand("generate", "Generate tokens from prompt token ids (greedy by default)");
+  CLI::App* sub = app.add_subcommand("generate", "Generate tokens from a prompt (greedy by default), optionally with images");
   sub->add_option("--model", a->model, "Checkpoint directory (default: the built-in tiny model)");
-  sub->add_option("--prompt-ids", a->prompt_ids, "Prompt token ids, e.g. 1,2,3")->required();
+  auto* ids = sub->add_option("--prompt-ids", a->prompt_ids,
+                              "Prompt token ids, e.g. 1,2,3 (with --image: the images' media prompts come first)");
+  auto* text = sub->add_option("--prompt", a->prompt,
+                               "Prompt text, rendered as one user chat turn (with --image: the images, then the text) "
+                               "plus the assistant generation prompt");
+  ids->excludes(text);
+  sub->add_option("--image", a->images,
+                  "PNG or JPEG file to put in the prompt (repeatable; the model needs a vision tower)");
+  sub->add_flag("--no-think", a->no_think, "With --prompt: open the response channel instead of the think channel");
+  sub->add_option("--effort", a->effort, "With --prompt: thinking effort low, high or max")
+      ->check(CLI::IsMember({"low", "high", "max"}));
   sub->add_option("--max-tokens", a->max_tokens, "Tokens to generate")->check(CLI::NonNegativeNumber);
   sub->add_option("--temperature", a->temperature, "Sampling temperature (0 or absent: greedy)");
   sub->add_option("--top-p", a->top_p, "Nucleus sampling mass");
@@ -32,18 +56,79 @@ void add_generate_command(CLI::App& app, Runner& run) {
   sub->add_flag("--ignore-eos", a->ignore_eos, "Do not stop at end-of-message tokens");
   sub->callback([a, &run] {
     run = [a]() {
-      const std::vector<int32_t> prompt = parse_token_ids(a->prompt_ids);
-      K3_CHECK(!prompt.empty(), "--prompt-ids is empty");
-      auto model = Model::load(resolve_model_dir(a->model));
+      K3_CHECK(!a->prompt_ids.empty() || !a->prompt.empty(), "give --prompt-ids or --prompt");
+      std::vector<int32_t> given;
+      if (!a->prompt_ids.empty()) {
+        given = parse_token_ids(a->prompt_ids);
+        K3_CHECK(!given.empty(), "--prompt-ids is empty");
+      }
+      const std::string dir = resolve_model_dir(a->model);
+      auto model = Model::load(dir);
+
+      // Images: decoded and encoded (one pass each) before anything is generated.
+      std::vector<PromptImage> images;
+      int64_t image_tokens = 0;
+      if (!a->images.empty()) {
+        auto vision = load_vision_for(*model, dir);
+        for (const std::string& path : a->images) {
+          images.push_back(encode_image_file(*vision, path));
+          image_tokens += images.back().prompt.num_pads;
+          log_info(path, ": ", images.back().width, "x", images.back().height, ", ", images.back().prompt.num_pads,
+                   " image tokens");
+        }
+      }
+
+      std::vector<int32_t> prompt;
+      std::optional<Tokenizer> tok;
+      if (!a->prompt.empty() || !images.empty()) {
+        tok.emplace(Tokenizer::from_model_dir(dir));
+        const Tokenizer& tokenizer = *tok;
+        if (!a->prompt.empty()) {
+          ojson content = a->prompt;
+          if (!images.empty()) {
+            content = ojson::array();
+            for (const PromptImage& im : images)
+              content.push_back(ojson{{"type", "image_url"}, {"image_url", {{"url", im.source}}}});
+            content.push_back(ojson{{"type", "text"}, {"text", a->prompt}});
+          }
+          ChatOptions o;
+          o.thinking = !a->no_think;
+          o.thinking_effort = a->effort;
+          if (!images.empty()) {
+            o.image_prompts.emplace();
+            for (const PromptImage& im : images) o.image_prompts->push_back(im.prompt.text);
+          }
+          prompt = encode_segments(
+              tokenizer, render_chat(ojson::array({ojson{{"role", "user"}, {"content", content}}}), ojson(), o));
+        } else {
+          for (const PromptImage& im : images) tokenizer.encode_append(im.prompt.text, true, prompt);
+          prompt.insert(prompt.end(), given.begin(), given.end());
+        }
+      } else {
+        prompt = given;
+      }
+
+      SequenceState state = model->new_sequence(a->ctx);
+      if (!images.empty() && static_cast<int64_t>(prompt.size()) > state.max_tokens())
+        fail("the prompt has ", prompt.size(), " tokens (", image_tokens, " of them for ", images.size(),
+             " image(s)) but the context holds ", state.max_tokens(), " tokens; use smaller images or a larger --ctx");
+
+      std::vector<float> rows;
+      for (const PromptImage& im : images) rows.insert(rows.end(), im.rows.begin(), im.rows.end());
+      std::vector<EmbeddingOverride> overrides;
+      if (!images.empty())
+        overrides = media_embedding_overrides(prompt, media_pad_id(*model, *tok), rows,
+                                              model->text().hidden_size);
+
       GenerateOptions opt;
       opt.max_tokens = a->max_tokens;
       opt.sampling = {a->temperature, a->top_k, a->top_p, a->seed};
       validate(opt.sampling);
       opt.prefill_chunk = a->chunk;
+      opt.prompt_embeddings = overrides;
       if (!a->ignore_eos) {
         for (int id : model->config().stop_token_ids) opt.stop_tokens.push_back(id);
       }
-      SequenceState state = model->new_sequence(a->ctx);
       bool first = true;
       generate(*model, state, prompt, opt, [&](int32_t tok) {
         std::printf(first ? "%d" : " %d", tok);

@@ -1,4 +1,5 @@
-// k3 synth: write a synthetic K3-architecture checkpoint in the official layout.
+// k3 synth: write a synthetic K3-architecture checkpoint in the official layout (with a
+// synthetic vision tower for the tiny preset unless --no-vision).
 #include <cstdio>
 
 #include "base/error.h"
@@ -9,7 +10,8 @@ namespace k3::cli {
 
 void add_synth_command(CLI::App& app, Runner& run) {
   struct Args {
-    std::string preset = "tiny", out, overrides;
+    std::string preset = "tiny", out, overrides, vision = "default";
+    bool no_vision = false;
     int hidden = 0, layers = 0, experts = 0, top_k = 0, vocab = 0, shards = 0;
     uint64_t seed = 0x6b33;
   };
@@ -22,8 +24,13 @@ void add_synth_command(CLI::App& app, Runner& run) {
   sub->add_option("--experts", a->experts, "num_experts");
   sub->add_option("--top-k", a->top_k, "num_experts_per_token");
   sub->add_option("--vocab", a->vocab, "vocab_size (>= 512)");
-  sub->add_option("--shards", a->shards, "Number of safetensors shards (default: by size)");
+  sub->add_option("--shards", a->shards, "Number of safetensors shards of the text model (default: by size; a vision tower has its own file)");
   sub->add_option("--seed", a->seed, "Random seed");
+  sub->add_option("--vision", a->vision,
+                  "Vision tower: default (tiny preset: a small MoonViT-V2 tower; k3-width: none), tiny, or k3 "
+                  "(released widths, ~0.9 GB)")
+      ->check(CLI::IsMember({"default", "tiny", "k3"}));
+  sub->add_flag("--no-vision", a->no_vision, "Write the text model only (no vision tower)");
   sub->add_option("--overrides", a->overrides, "JSON object of text settings, e.g. '{\"kda_num_heads\": 8}'");
   sub->callback([a, &run] {
     run = [a]() {
@@ -31,6 +38,8 @@ void add_synth_command(CLI::App& app, Runner& run) {
       opt.preset = a->preset;
       opt.seed = a->seed;
       opt.shards = a->shards;
+      K3_CHECK(!(a->no_vision && a->vision != "default"), "--no-vision and --vision ", a->vision, " contradict");
+      opt.vision = a->no_vision ? "none" : a->vision;
       if (!a->overrides.empty()) {
         try {
           opt.overrides = nlohmann::json::parse(a->overrides);

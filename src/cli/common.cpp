@@ -1,7 +1,11 @@
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -44,7 +48,7 @@ std::string default_model_dir() {
   ::mkdir(base.c_str(), 0755);
   base += "/k3";
   ::mkdir(base.c_str(), 0755);
-  return base + "/default-tiny-v2";  // bump when the synthetic format changes
+  return base + "/default-tiny-v3";  // bump when the synthetic output changes (v3: vision tower)
 }
 
 std::string resolve_model_dir(const std::string& given) {
@@ -52,7 +56,16 @@ std::string resolve_model_dir(const std::string& given) {
   const std::string dir = default_model_dir();
   if (!file_exists(dir + "/config.json")) {
     log_warn("creating the built-in default model (k3 synth --preset tiny) in ", dir);
-    write_synth_checkpoint(dir, SynthOptions{});
+    // Written aside and renamed into place, so an interrupted run never leaves a half model.
+    const std::string tmp = cat(dir, ".partial-", ::getpid());
+    write_synth_checkpoint(tmp, SynthOptions{});
+    if (::rename(tmp.c_str(), dir.c_str()) != 0) {
+      const int err = errno;
+      std::error_code ec;
+      std::filesystem::remove_all(tmp, ec);
+      // Another k3 may have created it meanwhile; otherwise say why.
+      if (!file_exists(dir + "/config.json")) fail("cannot move ", tmp, " to ", dir, ": ", std::strerror(err));
+    }
   }
   return dir;
 }

@@ -2,14 +2,23 @@
 // message list, renders it with the K3 XTML renderer, prefills only what the sequence state has
 // not seen yet (the cached prefix is reused across turns), samples the reply, and streams it
 // through the output parser as reasoning / content / tool-call deltas.
+//
+// Images (with a vision tower): attach_image() encodes an image at once and attaches it to the
+// next user message, whose content becomes parts (the images, then the text); the renderer puts
+// each image's media prompt in its place and the prefill overwrites the <|media_pad|> embeddings
+// with the image's projector rows.  Prefix reuse compares every cached token together with its
+// embedding source (which image row, for pads), so reused state is exactly what a fresh prefill
+// of the whole conversation would compute.
 #pragma once
 
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "engine/generator.h"
+#include "engine/multimodal.h"
 #include "model/k3_model.h"
 #include "text/chat_output_parser.h"
 #include "text/chat_request.h"
@@ -23,6 +32,9 @@ struct ChatSessionOptions {
   int64_t context = 0;  // 0: the model's limit
   bool thinking = true;
   std::string effort = "max";  // low | high | max
+  bool reuse_prefix = true;     // false: every turn prefills the whole conversation again
+  // Sees the logits each reply token is sampled from (GenerateOptions::on_logits).
+  std::function<void(std::span<const float>)> on_logits;
 };
 
 struct ChatReply {
@@ -34,11 +46,20 @@ struct ChatReply {
 
 class ChatSession {
  public:
-  ChatSession(const Model& model, const Tokenizer& tokenizer, ChatSessionOptions options);
+  // vision: the model's vision tower (engine/multimodal.h load_vision_for), or null for text only.
+  ChatSession(const Model& model, const Tokenizer& tokenizer, ChatSessionOptions options,
+              const VisionModel* vision = nullptr);
 
   ChatSessionOptions& options() { return options_; }
-  // Forgets the conversation and the cached state.
+  // Forgets the conversation, attached images and the cached state.
   void reset();
+  // Encodes `image` now and attaches it to the next user message; `source` names it in the
+  // message (an image_url part).  Throws k3::Error without a vision tower or for a bad image.
+  const PromptImage& attach_image(const Image& image, const std::string& source);
+  // The same for an already encoded image (encode_prompt_image).
+  const PromptImage& attach_image(PromptImage image);
+  size_t pending_images() const { return pending_.size(); }
+  void clear_pending_images() { pending_.clear(); }
   // Adds a user message and generates the assistant's reply; on_delta sees it as it streams.
   // Throws k3::Error (e.g. the conversation no longer fits the context); the conversation is
   // left as it was before the call.
@@ -49,14 +70,20 @@ class ChatSession {
   const ojson& messages() const { return messages_; }
 
  private:
-  std::vector<int32_t> render(const ojson& messages) const;
+  std::vector<int32_t> render(const ojson& messages, const std::vector<const PromptImage*>& images) const;
 
   const Model& model_;
   const Tokenizer& tokenizer_;
   ChatSessionOptions options_;
+  const VisionModel* vision_ = nullptr;
   ojson messages_ = ojson::array();
+  // The conversation's images in order (with ids: embedding sources), and those not sent yet.
+  std::vector<std::pair<int64_t, PromptImage>> images_;
+  std::vector<PromptImage> pending_;
+  int64_t next_image_id_ = 0;
   SequenceState state_;
-  std::vector<int32_t> consumed_;  // the tokens state_ has seen
+  std::vector<int32_t> consumed_;       // the tokens state_ has seen
+  std::vector<int64_t> consumed_from_;  // per token: -1 (token embedding) or image id << 32 | row
 };
 
 }  // namespace k3

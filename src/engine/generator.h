@@ -1,9 +1,11 @@
 // The single-sequence generation loop: prefill the prompt in chunks, then decode one token
-// per step until max_tokens or a stop token.
+// per step until max_tokens or a stop token.  Prompt tokens may carry embedding overrides (an
+// image's <|media_pad|> rows, vision/media_prompt.h); each chunk gets the ones in its range.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <vector>
 
 #include "engine/sampler.h"
@@ -16,6 +18,11 @@ struct GenerateOptions {
   SamplingParams sampling;
   std::vector<int32_t> stop_tokens;  // generation ends after emitting one of these
   int64_t prefill_chunk = 512;       // prompt tokens per forward call
+  // Overrides of prompt embeddings (index = position in the prompt, ascending); the values must
+  // outlive the call.
+  std::span<const EmbeddingOverride> prompt_embeddings = {};
+  // Sees the logits (vocab floats) every generated token is sampled from, before sampling.
+  std::function<void(std::span<const float>)> on_logits;
 };
 
 // Calls on_token for each generated token (return false to stop early); returns them all.
@@ -25,6 +32,6 @@ std::vector<int32_t> generate(const Model& model, SequenceState& state, const st
 
 // Logits of every prompt position from a prefill in chunks: [prompt.size(), vocab].
 std::vector<float> prefill_logits(const Model& model, SequenceState& state, const std::vector<int32_t>& prompt,
-                                  int64_t chunk = 512);
+                                  int64_t chunk = 512, std::span<const EmbeddingOverride> embeddings = {});
 
 }  // namespace k3

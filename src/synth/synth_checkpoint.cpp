@@ -15,6 +15,7 @@
 #include "kernels/mxfp4.h"
 #include "model/k3_config.h"
 #include "text/synth_tokenizer.h"
+#include "vision/synth_vision.h"
 
 namespace k3 {
 namespace {
@@ -286,7 +287,15 @@ json synth_config(const SynthOptions& options) {
   return cfg;
 }
 
+std::string synth_vision_preset(const SynthOptions& options) {
+  if (options.vision == "default") return options.preset == "tiny" ? "tiny" : "";
+  if (options.vision == "none") return "";
+  if (options.vision == "tiny" || options.vision == "k3") return options.vision;
+  fail("unknown synth vision tower '", options.vision, "' (known: default, none, tiny, k3)");
+}
+
 void write_synth_checkpoint(const std::string& dir, const SynthOptions& options) {
+  const std::string vision = synth_vision_preset(options);
   const json cfg = synth_config(options);
   const ModelConfig mc = parse_model_config(cfg.dump(), "synthetic config");
   const TextConfig& c = mc.text;
@@ -337,7 +346,14 @@ void write_synth_checkpoint(const std::string& dir, const SynthOptions& options)
   write_synth_tokenizer(dir, c.vocab_size);  // a small byte-level BPE with the K3 specials
   std::ofstream out(dir + "/config.json");
   out << cfg.dump(2) << "\n";
+  out.close();
   if (!out) fail(dir, "/config.json: write failed");
+  if (!vision.empty()) {
+    SynthVisionOptions vo;
+    vo.preset = vision;
+    vo.seed = options.seed;
+    add_synth_vision(dir, static_cast<int>(c.hidden_size), vo);
+  }
 }
 
 }  // namespace k3

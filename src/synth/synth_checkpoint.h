@@ -3,6 +3,9 @@
 // parameters, MXFP4 routed experts) from deterministic random weights at realistic scales.
 // Presets: "tiny" (the built-in default model) and "k3-width" (full Kimi K3 widths with few
 // layers and experts, for benchmarks); any text_config key can be overridden.
+// The tiny preset also gets a MoonViT-V2 vision tower and projector (vision/synth_vision.h, its
+// "tiny" tower: ~2 MB) so image input works on the default model; k3-width gets none by default
+// (a released-width tower is ~0.9 GB and encodes slowly on a CPU) unless vision = "k3".
 #pragma once
 
 #include <cstdint>
@@ -18,7 +21,13 @@ struct SynthOptions {
   nlohmann::json overrides = nlohmann::json::object();  // text_config keys (layers, widths ...)
   uint64_t seed = 0x6b33;                               // "k3"
   int shards = 0;                                       // 0 = choose from the size
+  // Vision tower: "default" (tiny preset: the tiny tower; k3-width: none), "none", or a
+  // synth_vision preset ("tiny", "k3").
+  std::string vision = "default";
 };
+
+// The vision preset the options resolve to ("" = no vision tower).
+std::string synth_vision_preset(const SynthOptions& options);
 
 // The full config.json the options describe (validated by the same parser k3 loads with).
 nlohmann::json synth_config(const SynthOptions& options);

@@ -1,6 +1,7 @@
-// attention_kernels_impl.h's loops compiled for AVX2 + FMA.
+// attention_kernels_impl.h's tile compiled for AVX2 + FMA.
 #include <algorithm>
 #include <bit>
+#include <cstring>
 #include <cstdint>
 
 #include "vision/attention_kernels.h"
@@ -9,6 +10,7 @@
 // included) keep the baseline target, so no shared inline code ever carries these instructions.
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
+#define K3_VISION_VEC 8
 #include "vision/attention_kernels_impl.h"
 
 namespace k3::avx2 {

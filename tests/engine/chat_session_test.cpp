@@ -1,9 +1,13 @@
 // ChatSession: replies stream through the parser, later turns reuse the cached prefix without
-// changing results, and errors leave the conversation as it was.
+// changing results, and errors leave the conversation as it was; image turns place the media
+// prompt, override the pad embeddings, and keep prefix reuse exact.
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include "base/error.h"
 #include "engine/chat_session.h"
+#include "engine/multimodal.h"
 #include "support/test_support.h"
 #include "synth/synth_checkpoint.h"
 
@@ -24,10 +28,23 @@ class ChatSessionTest : public ::testing::Test {
     model_ = Model::load(dir_->path());
     tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_model_dir(dir_->path()));
   }
+  const VisionModel& vision() {
+    if (!vision_) vision_ = load_vision_for(*model_, dir_->path());
+    return *vision_;
+  }
   static testing::TempDir* dir_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<VisionModel> vision_;
 };
+
+Image pattern(int w, int h, int salt) {
+  Image img(w, h, 3);
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x)
+      for (int c = 0; c < 3; ++c) img.at(x, y)[c] = static_cast<uint8_t>((x * 7 + y * 3 * salt + c * 50 + salt) % 256);
+  return img;
+}
 testing::TempDir* ChatSessionTest::dir_ = nullptr;
 
 TEST_F(ChatSessionTest, StreamedDeltasAddUpToTheReply) {
@@ -74,6 +91,80 @@ TEST_F(ChatSessionTest, ContextOverflowIsAnErrorAndKeepsTheConversation) {
   for (size_t i = 0; i < long_text.size(); i += 5) long_text[i] = ' ';
   EXPECT_THROW(s.send(long_text), Error);
   EXPECT_EQ(s.messages().size(), before);
+}
+
+// Two turns with an image each, replayed with and without prefix reuse: the second turn's
+// first logits agree, the reused session prefills only the new text and image, and the
+// messages carry the images as parts.  (The first reply is empty: a random model's replies
+// are cut mid-format, and a history that does not re-render to the consumed tokens cannot be
+// reused -- the recurrent state cannot be rewound.)
+TEST_F(ChatSessionTest, ImageTurnsAndExactPrefixReuse) {
+  ChatSessionOptions o;
+  o.max_reply_tokens = 3;
+  o.thinking = false;
+  std::vector<float> logits[2];
+  int prompt_tokens[2] = {};
+  const int64_t pads_a = encode_prompt_image(vision(), pattern(336, 224, 1), "a").prompt.num_pads;
+  const int64_t pads_b = encode_prompt_image(vision(), pattern(112, 112, 2), "b").prompt.num_pads;
+  for (int reuse = 0; reuse < 2; ++reuse) {
+    ChatSessionOptions oo = o;
+    oo.reuse_prefix = reuse == 1;
+    bool first = true;
+    oo.on_logits = [&](std::span<const float> l) {
+      if (first) logits[reuse].assign(l.begin(), l.end());
+      first = false;
+    };
+    ChatSession s(*model_, *tokenizer_, oo, &vision());
+    s.attach_image(pattern(336, 224, 1), "a.png");
+    EXPECT_EQ(s.pending_images(), 1u);
+    s.options().max_reply_tokens = 0;
+    ChatReply r1 = s.send("What is in the picture?");
+    s.options().max_reply_tokens = 2;
+    EXPECT_EQ(s.pending_images(), 0u);
+    EXPECT_GT(r1.prompt_tokens, pads_a);
+    s.attach_image(pattern(112, 112, 2), "b.png");
+    first = true;
+    ChatReply r2 = s.send("And now?");
+    prompt_tokens[reuse] = r2.prompt_tokens;
+    ASSERT_EQ(s.messages().size(), 4u);
+    EXPECT_EQ(s.messages()[0]["content"][0]["type"], "image_url");
+    EXPECT_EQ(s.messages()[0]["content"][0]["image_url"]["url"], "a.png");
+    EXPECT_EQ(s.messages()[2]["content"][1]["text"], "And now?");
+  }
+  // Without reuse the second turn prefills both images; with reuse only the second one.
+  EXPECT_GT(prompt_tokens[0], pads_a + pads_b);
+  EXPECT_GT(prompt_tokens[1], pads_b);
+  EXPECT_LT(prompt_tokens[1], pads_a + pads_b);
+  ASSERT_EQ(logits[0].size(), logits[1].size());
+  ASSERT_FALSE(logits[0].empty());
+  double worst = 0.0;
+  for (size_t i = 0; i < logits[0].size(); ++i)
+    worst = std::max(worst, std::abs(static_cast<double>(logits[0][i]) - logits[1][i]));
+  EXPECT_LE(worst, 1e-4);
+}
+
+// Same-size images give the same tokens; the logits differ only through the pad embeddings.
+TEST_F(ChatSessionTest, ImagePixelsReachTheModel) {
+  ChatSessionOptions o;
+  o.max_reply_tokens = 1;
+  o.thinking = false;
+  std::vector<float> logits[2];
+  for (int k = 0; k < 2; ++k) {
+    ChatSessionOptions oo = o;
+    oo.on_logits = [&, k](std::span<const float> l) { logits[k].assign(l.begin(), l.end()); };
+    ChatSession s(*model_, *tokenizer_, oo, &vision());
+    s.attach_image(pattern(56, 28, k + 1), "x.png");
+    s.send("Describe it.");
+  }
+  ASSERT_EQ(logits[0].size(), logits[1].size());
+  EXPECT_NE(logits[0], logits[1]);
+}
+
+TEST_F(ChatSessionTest, ImagesNeedAVisionTower) {
+  ChatSession s(*model_, *tokenizer_, ChatSessionOptions{});
+  EXPECT_THROW(s.attach_image(pattern(28, 28, 1), "x.png"), Error);
+  const ojson history = ojson::parse(R"([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}])");
+  EXPECT_THROW(s.send_after(history, "hi"), Error);
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// The synthetic checkpoint writer: official layout, determinism, overrides, refusals.
+// The synthetic checkpoint writer: official layout (with the tiny vision tower), determinism,
+// overrides, refusals.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -7,6 +8,7 @@
 #include "model/k3_model.h"
 #include "support/test_support.h"
 #include "synth/synth_checkpoint.h"
+#include "vision/vision_model.h"
 
 namespace k3 {
 namespace {
@@ -22,7 +24,15 @@ TEST(Synth, TinyIsAValidOfficialLayoutCheckpoint) {
   auto m = Model::load(tmp.path());
   EXPECT_EQ(m->config().schedule_string(), "KKKMKKKMM");
   const TextConfig& c = m->text();
-  EXPECT_TRUE(m->weights().unused_tensors.empty());
+  // Every tensor belongs to one of the two loaders: the text model leaves only the vision
+  // tower's, and the vision loader binds all of those (it rejects any it would ignore).
+  EXPECT_TRUE(m->config().has_vision);
+  ASSERT_FALSE(m->weights().unused_tensors.empty());
+  for (const std::string& name : m->weights().unused_tensors)
+    EXPECT_TRUE(name.starts_with("vision_tower.") || name.starts_with("mm_projector.")) << name;
+  auto vision = VisionModel::load(tmp.path());
+  EXPECT_EQ(vision->text_hidden_size(), c.hidden_size);
+  EXPECT_EQ(vision->config().num_layers, 3);
   EXPECT_EQ(m->weights().layers[1].moe_w.experts[3].down.format, WeightFormat::kMxfp4);
   EXPECT_EQ(m->weights().layers[0].kda.o.format, WeightFormat::kBF16);
   EXPECT_EQ(c.vocab_size, 2048);
@@ -35,6 +45,28 @@ TEST(Synth, TinyIsAValidOfficialLayoutCheckpoint) {
   EXPECT_EQ(ck.find("language_model.model.layers.2.block_sparse_moe.gate.e_score_correction_bias")->dtype, DType::kF32);
 }
 
+TEST(Synth, NoVisionAndPresetDefaults) {
+  testing::TempDir tmp;
+  SynthOptions o;
+  o.vision = "none";
+  o.overrides = {{"num_hidden_layers", 2}, {"vocab_size", 512}};
+  write_synth_checkpoint(tmp.path(), o);
+  auto m = Model::load(tmp.path());
+  EXPECT_FALSE(m->config().has_vision);
+  EXPECT_TRUE(m->weights().unused_tensors.empty());
+  EXPECT_FALSE(file_exists(tmp.file("model-vision.safetensors")));
+  EXPECT_THROW(VisionModel::load(tmp.path()), Error);
+
+  EXPECT_EQ(synth_vision_preset(SynthOptions{}), "tiny");
+  SynthOptions wide;
+  wide.preset = "k3-width";
+  EXPECT_EQ(synth_vision_preset(wide), "");  // a released-width tower only on request
+  wide.vision = "k3";
+  EXPECT_EQ(synth_vision_preset(wide), "k3");
+  wide.vision = "huge";
+  EXPECT_THROW(synth_vision_preset(wide), Error);
+}
+
 TEST(Synth, DeterministicAndSeedDependent) {
   testing::TempDir a, b, c;
   SynthOptions o;
@@ -43,9 +75,10 @@ TEST(Synth, DeterministicAndSeedDependent) {
   write_synth_checkpoint(b.path(), o);
   o.seed = 99;
   write_synth_checkpoint(c.path(), o);
-  const std::string shard = "/model-00001-of-000002.safetensors";
-  EXPECT_EQ(testing::read_file(a.path() + shard), testing::read_file(b.path() + shard));
-  EXPECT_NE(testing::read_file(a.path() + shard), testing::read_file(c.path() + shard));
+  for (const std::string shard : {"/model-00001-of-000002.safetensors", "/model-vision.safetensors"}) {
+    EXPECT_EQ(testing::read_file(a.path() + shard), testing::read_file(b.path() + shard)) << shard;
+    EXPECT_NE(testing::read_file(a.path() + shard), testing::read_file(c.path() + shard)) << shard;
+  }
 }
 
 TEST(Synth, OverridesShapeTheModel) {
@@ -60,7 +93,7 @@ TEST(Synth, OverridesShapeTheModel) {
   EXPECT_EQ(m->text().num_experts, 8);
   EXPECT_EQ(m->text().hidden_size, 64);
   Checkpoint ck(tmp.path());
-  EXPECT_EQ(ck.shard_count(), 3u);
+  EXPECT_EQ(ck.shard_count(), 4u);  // 3 text shards + model-vision.safetensors
 }
 
 TEST(Synth, RefusesBadSettings) {

@@ -27,7 +27,9 @@ Image gradient(int w, int h, int channels) {
 
 TEST(SynthVision, AddsALoadableTowerToATextCheckpoint) {
   testing::TempDir tmp;
-  write_synth_checkpoint(tmp.path(), SynthOptions{});
+  SynthOptions text_only;
+  text_only.vision = "none";
+  write_synth_checkpoint(tmp.path(), text_only);
   auto text = Model::load(tmp.path());
   const int hidden = text->text().hidden_size;
   add_synth_vision(tmp.path(), hidden, 7);
