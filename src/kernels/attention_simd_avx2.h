@@ -22,6 +22,26 @@ struct Avx2 {
   static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
   static V add(V a, V b) { return _mm256_add_ps(a, b); }
   static V max(V a, V b) { return _mm256_max_ps(a, b); }
+  // dst[j*ldd + i] = src[i*lds + j] for an 8 x 8 block.
+  static void transpose(const float* src, int64_t lds, float* dst, int64_t ldd) {
+    V r[8], t[8];
+    for (int i = 0; i < 8; ++i) r[i] = load(src + i * lds);
+    for (int i = 0; i < 8; i += 2) {
+      t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+      t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+      r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+      r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+      r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+      r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    for (int j = 0; j < 4; ++j) {
+      t[j] = _mm256_permute2f128_ps(r[j], r[4 + j], 0x20);
+      t[4 + j] = _mm256_permute2f128_ps(r[j], r[4 + j], 0x31);
+    }
+    for (int i = 0; i < 8; ++i) store(dst + i * ldd, t[i]);
+  }
   // e^x as in attention_simd_avx512.h; 2^n built in the exponent field, inputs below the normal range (x < -87.3)
   // flushed to 0 (the true value is below FLT_MIN).
   static V exp(V x) {

@@ -21,6 +21,31 @@ struct Avx512 {
   static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
   static V add(V a, V b) { return _mm512_add_ps(a, b); }
   static V max(V a, V b) { return _mm512_max_ps(a, b); }
+  // dst[j*ldd + i] = src[i*lds + j] for a 16 x 16 block (unpack, in-lane shuffle, two lane shuffles).
+  static void transpose(const float* src, int64_t lds, float* dst, int64_t ldd) {
+    V r[16], t[16];
+    for (int i = 0; i < 16; ++i) r[i] = load(src + i * lds);
+    for (int i = 0; i < 16; i += 2) {
+      t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+      t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+      r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+      r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+      r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+      r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    for (int h = 0; h < 16; h += 8)
+      for (int j = 0; j < 4; ++j) {
+        t[h + j] = _mm512_shuffle_f32x4(r[h + j], r[h + 4 + j], 0x88);
+        t[h + 4 + j] = _mm512_shuffle_f32x4(r[h + j], r[h + 4 + j], 0xDD);
+      }
+    for (int j = 0; j < 8; ++j) {
+      r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
+      r[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xDD);
+    }
+    for (int i = 0; i < 16; ++i) store(dst + i * ldd, r[i]);
+  }
   // e^x: n = round(x log2 e), r = x - n ln2 (two-part ln2), Cephes' degree-6 polynomial for e^r,
   // then scalef by 2^n (exact; it underflows to 0 / overflows to inf like the true value).
   static V exp(V x) {
