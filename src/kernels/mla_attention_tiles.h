@@ -200,7 +200,11 @@ struct Fast {
     const Query Q = prepare(q, heads, width, scale);
     const int64_t Hp = Q.Hp, ldo = (lora + L - 1) / L * L;
     const int64_t tasks = std::max<int64_t>(1, (n + kTaskRows - 1) / kTaskRows);
-    std::vector<float> ml(static_cast<size_t>(tasks) * 2 * Hp), os(static_cast<size_t>(tasks) * Hp * ldo);
+    // Per calling thread, kept between calls: long contexts need megabytes of partial outputs,
+    // and fresh pages would cost a fault each.
+    thread_local std::vector<float> ml, os;
+    if (ml.size() < static_cast<size_t>(tasks * 2 * Hp)) ml.resize(tasks * 2 * Hp);
+    if (os.size() < static_cast<size_t>(tasks * Hp * ldo)) os.resize(tasks * Hp * ldo);
     auto one = [&](int64_t t, int) {
       attend_range(Q, cache, t * kTaskRows, std::min(n, (t + 1) * kTaskRows), width, lora, &ml[t * 2 * Hp],
                    &ml[t * 2 * Hp + Hp], &os[t * Hp * ldo], ldo);
