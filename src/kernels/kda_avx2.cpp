@@ -13,42 +13,15 @@
 // included) keep the baseline target, so no shared inline code ever carries these instructions.
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
+#include "kernels/attention_simd_avx2.h"
 #include "kernels/kda_chunk.h"
 #include "kernels/kda_step.h"
 
 namespace k3::avx2 {
 namespace {
 
-struct Traits {
-  using V = __m256;
-  static constexpr int kLanes = 8;
+struct Traits : simd::Avx2 {
   static constexpr int kRows = 4, kVecs = 2;  // GEMM tile: 8 accumulators + 2 B vectors + 1 A
-  static V zero() { return _mm256_setzero_ps(); }
-  static V set1(float f) { return _mm256_set1_ps(f); }
-  static V load(const float* p) { return _mm256_loadu_ps(p); }
-  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
-  static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
-  static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
-  static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
-  static V add(V a, V b) { return _mm256_add_ps(a, b); }
-  // e^x as in kda_avx512.cpp; 2^n built in the exponent field, inputs below the normal range
-  // (x < -87.3) flushed to 0 (the true value is below FLT_MIN).
-  static V exp(V x) {
-    const V tiny = _mm256_cmp_ps(x, set1(-87.3365f), _CMP_GE_OQ);
-    x = _mm256_min_ps(_mm256_max_ps(x, set1(-87.3365f)), set1(88.3762626647949f));
-    const V n = _mm256_round_ps(mul(x, set1(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    V r = _mm256_fnmadd_ps(n, set1(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, set1(-2.12194440e-4f), r);
-    V y = set1(1.9875691500e-4f);
-    y = fma(y, r, set1(1.3981999507e-3f));
-    y = fma(y, r, set1(8.3334519073e-3f));
-    y = fma(y, r, set1(4.1665795894e-2f));
-    y = fma(y, r, set1(1.6666665459e-1f));
-    y = fma(y, r, set1(5.0000001201e-1f));
-    y = fma(y, mul(r, r), _mm256_add_ps(r, set1(1.0f)));
-    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_and_ps(mul(y, _mm256_castsi256_ps(e)), tiny);
-  }
 };
 
 using Fast = kda_detail::Fast<Traits>;

@@ -48,13 +48,17 @@ struct Fast {
 
   static int64_t pad(int64_t n) { return (n + L - 1) / L * L; }
 
-  // C[i][j] (+)= sum_p A[i*lda + p] * B[p*ldb + j], i < RR, j < nv*L.
+  // C[i][j] = (acc ? rs[i] C[i][j] : 0) + sum_p A[i*lda + p] * B[p*ldb + j], i < RR, j < nv*L
+  // (rs[i] = 1 when rs is null).
   template <int RR, int NN>
   static void tile(const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc, int64_t k,
-                   bool acc) {
+                   bool acc, const float* rs) {
     Vec c[RR][NN];
     for (int i = 0; i < RR; ++i)
-      for (int v = 0; v < NN; ++v) c[i][v] = acc ? Tr::load(C + i * ldc + v * L) : Tr::zero();
+      for (int v = 0; v < NN; ++v) {
+        c[i][v] = acc ? Tr::load(C + i * ldc + v * L) : Tr::zero();
+        if (rs) c[i][v] = Tr::mul(Tr::set1(rs[i]), c[i][v]);
+      }
     for (int64_t p = 0; p < k; ++p) {
       Vec b[NN];
       for (int v = 0; v < NN; ++v) b[v] = Tr::load(B + p * ldb + v * L);
@@ -69,40 +73,45 @@ struct Fast {
 
   template <int NN>
   static void panel(const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc, int64_t m,
-                    int64_t k, bool acc) {
+                    int64_t k, bool acc, const float* rs) {
     int64_t i = 0;
-    for (; i + MR <= m; i += MR) tile<MR, NN>(A + i * lda, lda, B, ldb, C + i * ldc, ldc, k, acc);
+    for (; i + MR <= m; i += MR) tile<MR, NN>(A + i * lda, lda, B, ldb, C + i * ldc, ldc, k, acc, rs ? rs + i : rs);
     const int64_t rest = m - i;
     A += i * lda;
     C += i * ldc;
+    if (rs) rs += i;
     if constexpr (MR > 1) {
       switch (rest) {
-        case 1: tile<1, NN>(A, lda, B, ldb, C, ldc, k, acc); break;
-        case 2: if constexpr (MR > 2) tile<2, NN>(A, lda, B, ldb, C, ldc, k, acc); break;
-        case 3: if constexpr (MR > 3) tile<3, NN>(A, lda, B, ldb, C, ldc, k, acc); break;
-        case 4: if constexpr (MR > 4) tile<4, NN>(A, lda, B, ldb, C, ldc, k, acc); break;
-        case 5: if constexpr (MR > 5) tile<5, NN>(A, lda, B, ldb, C, ldc, k, acc); break;
+        case 1: tile<1, NN>(A, lda, B, ldb, C, ldc, k, acc, rs); break;
+        case 2: if constexpr (MR > 2) tile<2, NN>(A, lda, B, ldb, C, ldc, k, acc, rs); break;
+        case 3: if constexpr (MR > 3) tile<3, NN>(A, lda, B, ldb, C, ldc, k, acc, rs); break;
+        case 4: if constexpr (MR > 4) tile<4, NN>(A, lda, B, ldb, C, ldc, k, acc, rs); break;
+        case 5: if constexpr (MR > 5) tile<5, NN>(A, lda, B, ldb, C, ldc, k, acc, rs); break;
         default: break;
       }
     }
   }
 
-  // C (m x n, ld ldc) (+)= A (m x k, ld lda) * B (k x n, ld ldb); n a multiple of L.
+  // C (m x n, ld ldc) (+)= A (m x k, ld lda) * B (k x n, ld ldb); n a multiple of L.  With acc and
+  // row_scale, C's row i is scaled by row_scale[i] before the products are added.
   static void gemm(const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc, int64_t m,
-                   int64_t k, int64_t n, bool acc) {
+                   int64_t k, int64_t n, bool acc, const float* row_scale = nullptr) {
     static_assert(NV >= 1 && NV <= 4 && MR <= 6);
     if (k == 0) {
       if (!acc)
         for (int64_t i = 0; i < m; ++i) std::fill(C + i * ldc, C + i * ldc + n, 0.0f);
+      else if (row_scale)
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) C[i * ldc + j] *= row_scale[i];
       return;
     }
     for (int64_t j0 = 0; j0 < n; j0 += NV * L) {
       const int nv = static_cast<int>(std::min<int64_t>(NV, (n - j0) / L));
       switch (nv) {
-        case 4: if constexpr (NV >= 4) panel<4>(A, lda, B + j0, ldb, C + j0, ldc, m, k, acc); break;
-        case 3: if constexpr (NV >= 3) panel<3>(A, lda, B + j0, ldb, C + j0, ldc, m, k, acc); break;
-        case 2: if constexpr (NV >= 2) panel<2>(A, lda, B + j0, ldb, C + j0, ldc, m, k, acc); break;
-        default: panel<1>(A, lda, B + j0, ldb, C + j0, ldc, m, k, acc); break;
+        case 4: if constexpr (NV >= 4) panel<4>(A, lda, B + j0, ldb, C + j0, ldc, m, k, acc, row_scale); break;
+        case 3: if constexpr (NV >= 3) panel<3>(A, lda, B + j0, ldb, C + j0, ldc, m, k, acc, row_scale); break;
+        case 2: if constexpr (NV >= 2) panel<2>(A, lda, B + j0, ldb, C + j0, ldc, m, k, acc, row_scale); break;
+        default: panel<1>(A, lda, B + j0, ldb, C + j0, ldc, m, k, acc, row_scale); break;
       }
     }
   }
@@ -115,7 +124,7 @@ struct Fast {
   }
 
   struct Scratch {
-    std::vector<float> Q, Kc, G, KT, GT, LQ, RT, LA, NL, Aq, X, Qp, Vn, O, KtT, S, zero, ref;
+    std::vector<float> Q, Kc, G, KT, GT, LQ, RT, LA, NL, Aq, X, Qp, Vn, O, KtT, S, zero, ref, dec;
     std::vector<float> beta;
   };
 
@@ -139,6 +148,7 @@ struct Fast {
     sz(s.beta, C);
     s.zero.assign(Kp, 0.0f);
     sz(s.ref, Kp);
+    sz(s.dec, Kp);
     // Flush denormals: steep decays make factors below FLT_MIN, whose contribution is far below
     // fp32 rounding of the result, but denormal arithmetic would cost microcode assists.
     const unsigned csr = _mm_getcsr();
@@ -164,9 +174,25 @@ struct Fast {
     for (int d = 0; d < V; d += 16) __builtin_prefetch(v + d, 0, 3);
   }
 
+  // The next chunk's rows (q, k, g, v in; o out) into L2 while this one computes: the rows of a
+  // head are one [heads*dim] row apart, a stride no hardware prefetcher follows.
+  static void prefetch_chunk(const KdaHeadIO& io, int64_t t0, int64_t t1, int K, int V) {
+    for (int64_t t = t0; t < t1; ++t) {
+      for (const float* base : {io.q + t * io.stride_qk, io.k + t * io.stride_qk, io.g + t * io.stride_g})
+        for (int d = 0; d < K; d += 16) __builtin_prefetch(base + d, 0, 2);
+      const float* v = io.v + t * io.stride_v;
+      const float* o = io.o + t * io.stride_o;
+      for (int d = 0; d < V; d += 16) {
+        __builtin_prefetch(v + d, 0, 2);
+        __builtin_prefetch(o + d, 1, 2);
+      }
+    }
+  }
+
   static void one_chunk(const KdaHeadIO& io, int64_t t0, int c, int C, int K, int V, int64_t Kp, int64_t Vp,
                         Scratch& s, int64_t T) {
     const int64_t Wd = Kp + Vp;
+    if (t0 + C < T) prefetch_chunk(io, t0 + C, std::min(T, t0 + 2 * C), K, V);
     float* Q = s.Q.data();
     float* Kc = s.Kc.data();
     float* G = s.G.data();
@@ -210,16 +236,16 @@ struct Fast {
       for (int j = vv; j < V; ++j) xv[j] = beta * v[j];
       for (int64_t j = V; j < Vp; ++j) xv[j] = 0.0f;
     }
-    // K-major copies for the right factors (columns = tokens, ld C; zero past c).
-    for (int64_t d = 0; d < Kp; ++d) {
-      float* kt = s.KT.data() + d * C;
-      float* gt = s.GT.data() + d * C;
-      for (int r = 0; r < c; ++r) {
-        kt[r] = Kc[r * Kp + d];
-        gt[r] = G[r * Kp + d];
-      }
-      for (int r = c; r < C; ++r) kt[r] = gt[r] = 0.0f;
+    // K-major copies for the right factors (columns = tokens, ld C; zero past c), by L x L blocks.
+    for (int r = c; r < C; ++r) {
+      std::fill(Kc + r * Kp, Kc + (r + 1) * Kp, 0.0f);
+      std::fill(G + r * Kp, G + (r + 1) * Kp, 0.0f);
     }
+    for (int r = 0; r < C; r += L)
+      for (int64_t d = 0; d < Kp; d += L) {
+        Tr::transpose(Kc + r * Kp + d, Kp, s.KT.data() + d * C + r, C);
+        Tr::transpose(G + r * Kp + d, Kp, s.GT.data() + d * C + r, C);
+      }
 
     // L (negated, times beta, strictly lower) and Aqk (lower incl. diagonal), sub-block rows.
     const int nb = (c + kSubBlock - 1) / kSubBlock;
@@ -312,13 +338,10 @@ struct Fast {
     for (int r = 0; r < c; ++r) std::copy(O + r * Vp, O + r * Vp + V, io.o + (t0 + r) * io.stride_o);
     // S = diag(exp G_last) S + (k o exp(G_last - G))^T Vn.
     const float* Glast = G + (c - 1) * Kp;
-    for (int64_t d = 0; d < Kp; ++d) {
-      const Vec dec = Tr::set1(std::exp(Glast[d]));
-      float* row = S + d * Vp;
-      for (int64_t j = 0; j < Vp; j += L) Tr::store(row + j, Tr::mul(dec, Tr::load(row + j)));
+    for (int64_t d = 0; d < Kp; d += L) Tr::store(s.dec.data() + d, Tr::exp(Tr::load(Glast + d)));
+    for (int64_t d = 0; d < Kp; ++d)
       mul_exp_sdiff(s.KT.data() + d * C, Glast[d], s.GT.data() + d * C, s.KtT.data() + d * C, pad(c));
-    }
-    gemm(s.KtT.data(), C, Vn, Vp, S, Vp, Kp, c, Vp, true);
+    gemm(s.KtT.data(), C, Vn, Vp, S, Vp, Kp, c, Vp, true, s.dec.data());
   }
 
   // Token-by-token with the fused step (needs V % L == 0; the caller checks).

@@ -7,15 +7,49 @@
 #include <limits>
 #include <vector>
 
+#include "base/cpu_features.h"
 #include "base/thread_pool.h"
 #include "kernels/small_gemm.h"
 
 namespace k3 {
+
+void mla_decode_attention(const float* q, const float* cache, int64_t n, int heads, int lora, int rope, float scale,
+                          float* o_lat) {
+  switch (active_isa()) {
+    case Isa::kAvx512: avx512::mla_decode_attention(q, cache, n, heads, lora, rope, scale, o_lat); return;
+    case Isa::kAvx2: avx2::mla_decode_attention(q, cache, n, heads, lora, rope, scale, o_lat); return;
+    case Isa::kRef: ref::mla_decode_attention(q, cache, n, heads, lora, rope, scale, o_lat); return;
+  }
+}
+
+namespace mla_detail {
+
+void merge_tasks(const float* m, const float* l, int64_t ld_ml, const float* o, int64_t ld_task, int64_t ldo,
+                 int64_t tasks, int heads, int lora, float* o_lat) {
+  for (int h = 0; h < heads; ++h) {
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int64_t t = 0; t < tasks; ++t) mx = std::max(mx, m[t * ld_ml + h]);
+    float* out = o_lat + static_cast<int64_t>(h) * lora;
+    std::fill(out, out + lora, 0.0f);
+    float sum = 0.0f;
+    for (int64_t t = 0; t < tasks; ++t) {
+      const float w = std::exp(m[t * ld_ml + h] - mx);
+      sum += w * l[t * ld_ml + h];
+      const float* po = o + t * ld_task + h * ldo;
+      for (int c = 0; c < lora; ++c) out[c] += w * po[c];
+    }
+    const float inv = 1.0f / sum;
+    for (int c = 0; c < lora; ++c) out[c] *= inv;
+  }
+}
+
+}  // namespace mla_detail
+
+namespace ref {
 namespace {
 
-constexpr int64_t kBlock = 64;         // cache rows per block: a 64-row panel of 128 columns fits L1
-constexpr int kSlice = 64;             // score products run over 64-wide slices of the latent
-constexpr int64_t kTaskTokens = 1024;  // cache rows per task (fixed: results do not depend on threads)
+constexpr int64_t kBlock = 64;  // cache rows per block: a 64-row panel of 64 columns fits L1
+constexpr int kSlice = 64;      // score products run over 64-wide slices of the latent
 
 // e^x for x <= 0 (Cephes' polynomial after n = round(x log2 e); 0 below the normal range).
 // Branch-free so the compiler vectorises the loop that calls it.
@@ -35,17 +69,14 @@ inline float exp_nonpos(float x) {
   return x < -87.0f ? 0.0f : y * p2;
 }
 
-struct Partial {
-  std::vector<float> m, l, o;  // per head: running max, sum, unnormalised output [H][width]
-};
-
-// Online softmax over cache rows [j0, j1) for all heads; each block of rows is read once for all
-// heads (scores: q [H][width] x block^T, values: p [H][b] x block [b][width]).
+// Online softmax over cache rows [j0, j1) for all heads into m, l [heads] and o [heads][width];
+// each block of rows is read once for all heads (scores: q [H][width] x block^T, values:
+// p [H][b] x block [b][width]).
 void attend_range(const float* const* qs, const float* cache, int64_t j0, int64_t j1, int heads, int width,
-                  float scale, Partial& part) {
-  part.m.assign(heads, -std::numeric_limits<float>::infinity());
-  part.l.assign(heads, 0.0f);
-  part.o.assign(static_cast<size_t>(heads) * width, 0.0f);
+                  float scale, float* m, float* l, float* o) {
+  std::fill(m, m + heads, -std::numeric_limits<float>::infinity());
+  std::fill(l, l + heads, 0.0f);
+  std::fill(o, o + static_cast<int64_t>(heads) * width, 0.0f);
   std::vector<float> ct(static_cast<size_t>(width) * kBlock), s(static_cast<size_t>(heads) * kBlock);
   for (int64_t b0 = j0; b0 < j1; b0 += kBlock) {
     const int64_t b = std::min(kBlock, j1 - b0);
@@ -57,23 +88,23 @@ void attend_range(const float* const* qs, const float* cache, int64_t j0, int64_
       gemm_nn(qs[i], &ct[static_cast<size_t>(c0) * b], s.data(), heads, std::min(kSlice, width - c0), b, c0 > 0);
     for (int h = 0; h < heads; ++h) {
       float* sh = &s[static_cast<size_t>(h) * b];
-      float mx = part.m[h];
+      float mx = m[h];
       for (int64_t j = 0; j < b; ++j) mx = std::max(mx, sh[j] * scale);
-      const float correction = exp_nonpos(part.m[h] - mx);  // 0 on the first block (m = -inf)
+      const float correction = exp_nonpos(m[h] - mx);  // 0 on the first block (m = -inf)
       float sum = 0.0f;
       for (int64_t j = 0; j < b; ++j) {
         const float p = exp_nonpos(sh[j] * scale - mx);
         sh[j] = p;
         sum += p;
       }
-      part.l[h] = part.l[h] * correction + sum;
-      part.m[h] = mx;
+      l[h] = l[h] * correction + sum;
+      m[h] = mx;
       if (correction != 1.0f) {
-        float* o = &part.o[static_cast<size_t>(h) * width];
-        for (int c = 0; c < width; ++c) o[c] *= correction;
+        float* oh = o + static_cast<int64_t>(h) * width;
+        for (int c = 0; c < width; ++c) oh[c] *= correction;
       }
     }
-    gemm_nn(s.data(), blk, part.o.data(), heads, b, width, true);  // o[h][:] += p[h] . block
+    gemm_nn(s.data(), blk, o, heads, b, width, true);  // o[h][:] += p[h] . block
   }
 }
 
@@ -82,8 +113,7 @@ void attend_range(const float* const* qs, const float* cache, int64_t j0, int64_
 void mla_decode_attention(const float* q, const float* cache, int64_t n, int heads, int lora, int rope, float scale,
                           float* o_lat) {
   const int width = lora + rope;
-  const int64_t tasks = std::max<int64_t>(1, (n + kTaskTokens - 1) / kTaskTokens);
-  std::vector<Partial> parts(tasks);
+  const int64_t tasks = std::max<int64_t>(1, (n + mla_detail::kTaskRows - 1) / mla_detail::kTaskRows);
   // q split into contiguous [heads][kSlice] slices (the A operands of the score products).
   const int nslices = (width + kSlice - 1) / kSlice;
   std::vector<std::vector<float>> qslice(nslices);
@@ -95,27 +125,17 @@ void mla_decode_attention(const float* q, const float* cache, int64_t n, int hea
       std::copy_n(q + static_cast<int64_t>(h) * width + c0, w, &qslice[i][static_cast<size_t>(h) * w]);
     qs[i] = qslice[i].data();
   }
+  const int64_t ld_task = static_cast<int64_t>(heads) * width;
+  std::vector<float> ml(static_cast<size_t>(tasks) * 2 * heads), os(static_cast<size_t>(tasks * ld_task));
   auto one = [&](int64_t t, int) {
-    attend_range(qs.data(), cache, t * kTaskTokens, std::min(n, (t + 1) * kTaskTokens), heads, width, scale, parts[t]);
+    attend_range(qs.data(), cache, t * mla_detail::kTaskRows, std::min(n, (t + 1) * mla_detail::kTaskRows), heads,
+                 width, scale, &ml[t * 2 * heads], &ml[t * 2 * heads + heads], &os[t * ld_task]);
   };
   if (tasks == 1) one(0, 0);
   else global_pool().run(tasks, one);
-  // Merge the tasks' partial softmaxes in task order (flash-decoding).
-  for (int h = 0; h < heads; ++h) {
-    float mx = -std::numeric_limits<float>::infinity();
-    for (const Partial& p : parts) mx = std::max(mx, p.m[h]);
-    float* o = o_lat + static_cast<int64_t>(h) * lora;
-    std::fill(o, o + lora, 0.0f);
-    float l = 0.0f;
-    for (const Partial& p : parts) {
-      const float w = std::exp(p.m[h] - mx);
-      l += w * p.l[h];
-      const float* po = &p.o[static_cast<size_t>(h) * width];
-      for (int c = 0; c < lora; ++c) o[c] += w * po[c];
-    }
-    const float inv = 1.0f / l;
-    for (int c = 0; c < lora; ++c) o[c] *= inv;
-  }
+  mla_detail::merge_tasks(ml.data(), ml.data() + heads, 2 * heads, os.data(), ld_task, width, tasks, heads, lora,
+                          o_lat);
 }
 
+}  // namespace ref
 }  // namespace k3

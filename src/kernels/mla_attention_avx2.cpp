@@ -1,0 +1,29 @@
+// The absorbed MLA decode kernel (mla_attention_tiles.h) compiled for AVX2, 8 lanes.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "kernels/mla_attention.h"
+
+// Everything below is compiled for this instruction set; the headers above (standard library
+// included) keep the baseline target, so no shared inline code ever carries these instructions.
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+#include "kernels/attention_simd_avx2.h"
+#include "kernels/mla_attention_tiles.h"
+
+namespace k3::avx2 {
+
+void mla_decode_attention(const float* q, const float* cache, int64_t n, int heads, int lora, int rope, float scale,
+                          float* o_lat) {
+  // score tile 4 rows x 3 head vectors, value tile 4 heads x 3 latent vectors: 12 of the 16 registers.
+  mla_detail::Fast<simd::Avx2, 4, 3, 4, 3>::decode(q, cache, n, heads, lora, rope, scale, o_lat);
+}
+
+}  // namespace k3::avx2
+#pragma GCC pop_options
