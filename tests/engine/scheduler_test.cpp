@@ -516,5 +516,29 @@ TEST_F(SchedulerTest, ShutdownFinishesEveryRequestOnce) {
   }
 }
 
+// shutdown() (the server's stop) ends everything like the destructor, twice is harmless, the
+// stats stay readable, and later submits are busy (HTTP 503), not invalid.
+TEST_F(SchedulerTest, ExplicitShutdownRefusesLaterRequests) {
+  SchedulerOptions o;
+  o.max_batch = 1;
+  o.max_context = 256;
+  Scheduler sched(*model_, o);
+  Batch batch;
+  for (int i = 0; i < 3; ++i) batch.add(prompt(4, 60 + i), 0);
+  batch.submit_all(sched);
+  sched.shutdown();
+  sched.shutdown();
+  for (auto& r : batch.runs) {
+    ASSERT_EQ(r->result.wait_for(std::chrono::seconds(0)), std::future_status::ready);
+    const RequestResult res = r->result.get();
+    EXPECT_TRUE(res.reason == FinishReason::kCancelled || res.reason == FinishReason::kLength) << to_string(res.reason);
+  }
+  const SchedulerStats st = sched.stats();
+  EXPECT_EQ(st.running + st.waiting, 0);
+  EXPECT_EQ(st.completed + st.cancelled, 3);
+  Stream late;
+  EXPECT_THROW(sched.submit(make_request(prompt(4, 70), 2, late)), SchedulerBusy);
+}
+
 }  // namespace
 }  // namespace k3
