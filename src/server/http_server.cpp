@@ -294,6 +294,12 @@ int HttpServer::run(const std::function<void(int)>& on_listening) {
                                                : static_cast<size_t>(so.max_batch) + so.max_queue + 16;
   svr_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   svr_.set_payload_max_length(opt_.max_body_bytes);
+  // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, which would let a second server
+  // silently share a port that is already in use.
+  svr_.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const void*>(&yes), sizeof yes);
+  });
   svr_.set_keep_alive_timeout(5);
   svr_.set_read_timeout(30);
   svr_.set_write_timeout(30);

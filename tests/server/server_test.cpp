@@ -14,6 +14,7 @@
 #include <httplib.h>
 
 #include "server_test_util.h"
+#include "support/test_support.h"
 
 namespace k3::testing {
 namespace {
@@ -463,6 +464,20 @@ TEST(Server, ApiKey) {
   EXPECT_EQ(cli.Get("/health")->status, 200);  // health, metrics and the page stay open
   EXPECT_EQ(cli.Get("/")->status, 200);
   EXPECT_NE(cli.Get("/metrics")->body.find("k3_requests_rejected_total{status=\"401\"} 4"), std::string::npos);
+}
+
+// The socket is bound first and the model loads in the background; a model that fails to load
+// stops the server with the CLI's error, and a port in use is refused up front.
+TEST(Server, StartupFailuresAreCleanErrors) {
+  TempDir empty;
+  const CommandResult r = run_k3("serve --port 0 --model " + empty.path());
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.out.find("listening on http://127.0.0.1:"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("k3: error: cannot serve " + empty.path()), std::string::npos) << r.err;
+  const CommandResult busy = run_k3("serve --port " + std::to_string(main_server().port()) + " --model " +
+                                    plain_model_dir());
+  EXPECT_EQ(busy.exit_code, 1);
+  EXPECT_NE(busy.err.find("cannot listen on 127.0.0.1:"), std::string::npos) << busy.err;
 }
 
 TEST(Server, Images) {
