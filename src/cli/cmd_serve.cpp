@@ -25,25 +25,34 @@ void add_serve_command(CLI::App& app, Runner& run) {
   CLI::App* sub = app.add_subcommand("serve", "Serve the model over an OpenAI-compatible HTTP API, with a chat page at /");
   sub->add_option("--model", a->model, "Checkpoint directory (default: the built-in tiny model)");
   sub->add_option("--served-model-name", a->served_name, "The model id clients send (default: the directory's name)");
-  sub->add_option("--host", a->o.host, "Address to bind (default 127.0.0.1: this machine only)");
-  sub->add_option("--port", a->o.port, "TCP port (0: any free port)")->check(CLI::Range(0, 65535));
+  sub->add_option("--host", a->o.host, "Address to bind (default 127.0.0.1: this machine only)")
+      ->capture_default_str();
+  sub->add_option("--port", a->o.port, "TCP port (0: any free port)")->check(CLI::Range(0, 65535))
+      ->capture_default_str();
   sub->add_option("--api-key", a->o.api_key, "Require 'Authorization: Bearer KEY' on /v1/*, /tokenize, /detokenize");
   sub->add_option("--max-batch", a->o.engine.scheduler.max_batch, "Sequences decoded together (slots)")
-      ->check(CLI::Range(1, 4096));
-  sub->add_option("--max-queue", a->o.engine.scheduler.max_queue, "Requests that may wait for a slot (beyond: 429)");
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  sub->add_option("--max-queue", a->o.engine.scheduler.max_queue, "Requests that may wait for a slot (beyond: 429)")
+      ->capture_default_str();
   sub->add_option("--ctx", a->ctx, "Context per request, prompt + output (default: the model's)")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--memory-budget", a->o.engine.scheduler.memory_budget,
                   "Bytes of sequence state + MLA cache over all slots (0: unlimited); requests wait for room");
   sub->add_option("--prefill-chunk", a->o.engine.scheduler.prefill_chunk, "Prompt tokens per sequence per step")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   sub->add_option("--max-body-mb", a->max_body_mb, "Largest request body in MiB (beyond: 413)")
-      ->check(CLI::PositiveNumber);
-  sub->add_option("--max-images", a->o.images.max_images, "Images per request")->check(CLI::NonNegativeNumber);
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  sub->add_option("--max-images", a->o.images.max_images, "Images per request")->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   sub->add_option("--max-image-mb", a->max_image_mb, "Largest image data: URL in MiB (beyond: 413)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   sub->add_option("--max-image-pixels", a->o.images.max_pixels, "Largest decoded image, width x height")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   sub->add_option("--threads", a->threads, "Compute threads (default: one per CPU, or K3_THREADS)")
       ->check(CLI::NonNegativeNumber);
   sub->callback([a, &run] {
