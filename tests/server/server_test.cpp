@@ -464,6 +464,7 @@ TEST(Server, ApiKey) {
   EXPECT_EQ(cli.Get("/health")->status, 200);  // health, metrics and the page stay open
   EXPECT_EQ(cli.Get("/")->status, 200);
   EXPECT_NE(cli.Get("/metrics")->body.find("k3_requests_rejected_total{status=\"401\"} 4"), std::string::npos);
+  EXPECT_EQ(s.stop(), 0) << "SIGTERM should end the server cleanly (exit 0; no sanitizer report)";
 }
 
 // The socket is bound first and the model loads in the background; a model that fails to load
