@@ -1,6 +1,13 @@
 #include "server_test_util.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <cstdlib>
+#include <filesystem>
+#include <mutex>
+#include <stdexcept>
 
 #include "../vision/image_writers.h"
 #include "support/test_support.h"
@@ -11,22 +18,36 @@
 namespace k3::testing {
 namespace {
 
+// The model directories are written once per build, not once per test process (each ctest
+// entry is its own process): under K3_SERVER_TEST_CACHE, rewritten when the k3 binary (which
+// links the synth library) is newer than them; a file lock keeps parallel tests apart.
 const std::string& model_dir(bool vision) {
-  static TempDir dirs[2];
-  static bool written[2] = {false, false};
+  static std::string dirs[2];
   static std::mutex mu;
   std::lock_guard<std::mutex> lock(mu);
   const int i = vision ? 1 : 0;
-  if (!written[i]) {
+  if (!dirs[i].empty()) return dirs[i];
+  namespace fs = std::filesystem;
+  const fs::path root = K3_SERVER_TEST_CACHE;
+  fs::create_directories(root);
+  const int fd = ::open((root / ".lock").c_str(), O_CREAT | O_RDWR, 0644);
+  if (fd < 0 || ::flock(fd, LOCK_EX) != 0) throw std::runtime_error("cannot lock " + (root / ".lock").string());
+  const fs::path dir = root / (vision ? "tiny-vision" : "tiny");
+  const fs::path stamp = dir / ".complete";
+  if (!fs::exists(stamp) || fs::last_write_time(stamp) < fs::last_write_time(k3_binary())) {
+    fs::remove_all(dir);
     SynthOptions o;
-    write_synth_checkpoint(dirs[i].path(), o);
+    write_synth_checkpoint(dir.string(), o);
     if (vision) {
       const int hidden = synth_config(o)["text_config"]["hidden_size"].get<int>();
-      add_synth_vision(dirs[i].path(), hidden, 0x5eed);
+      add_synth_vision(dir.string(), hidden, 0x5eed);
     }
-    written[i] = true;
+    write_file(stamp.string(), "");
   }
-  return dirs[i].path();
+  ::flock(fd, LOCK_UN);
+  ::close(fd);
+  dirs[i] = dir.string();
+  return dirs[i];
 }
 
 Bytes png_bytes(int width, int height, int seed) {
