@@ -31,6 +31,8 @@ case "$mode" in
     ;;
   test)
     bash scripts/install-deps.sh
+    bash scripts/install-test-deps.sh  # node, chromium and the npm packages of the server tests
+    export K3_REQUIRE_NODE_TESTS=1     # so those tests fail rather than skip when something is missing
     configure_and_build build -DCMAKE_BUILD_TYPE=Release -DK3_BUILD_TESTS=ON
     (cd build && ctest -j "$jobs" --output-on-failure)
     echo "== the same tests built with AddressSanitizer + UndefinedBehaviorSanitizer"

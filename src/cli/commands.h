@@ -27,6 +27,8 @@ void add_tokenize_command(CLI::App& app, Runner& run);
 void add_detokenize_command(CLI::App& app, Runner& run);
 void add_render_chat_command(CLI::App& app, Runner& run);
 void add_vision_embed_command(CLI::App& app, Runner& run);
+void add_serve_command(CLI::App& app, Runner& run);
+void add_loadtest_command(CLI::App& app, Runner& run);
 
 // Shared helpers.
 // Parses "1,2,3" (commas and/or spaces); throws k3::Error naming the bad entry.

@@ -28,6 +28,8 @@ int main(int argc, char** argv) {
   k3::cli::add_detokenize_command(app, run);
   k3::cli::add_render_chat_command(app, run);
   k3::cli::add_vision_embed_command(app, run);
+  k3::cli::add_serve_command(app, run);
+  k3::cli::add_loadtest_command(app, run);
 
   try {
     app.parse(argc, argv);

@@ -42,13 +42,16 @@ Scheduler::Scheduler(const Model& model, const SchedulerOptions& options) : mode
   thread_ = std::thread([this] { loop(); });
 }
 
-Scheduler::~Scheduler() {
+Scheduler::~Scheduler() { shutdown(); }
+
+void Scheduler::shutdown() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
-  thread_.join();
+  std::lock_guard<std::mutex> join_lock(join_mu_);
+  if (thread_.joinable()) thread_.join();
 }
 
 int64_t Scheduler::context_tokens(const Request& r) const {
@@ -75,6 +78,16 @@ void Scheduler::validate_request(const Request& r) const {
   for (int32_t t : r.stop_tokens)
     K3_CHECK(t >= 0 && t < vocab, "stop token ", t, " is outside the vocabulary [0, ", vocab, ")");
   K3_CHECK(r.max_tokens >= 0, "max_tokens must be >= 0 (got ", r.max_tokens, ")");
+  const size_t hidden = static_cast<size_t>(model_.text().hidden_size);
+  K3_CHECK(r.embedding_rows.size() == r.embedding_positions.size() * hidden, "embedding_rows holds ",
+           r.embedding_rows.size(), " floats; ", r.embedding_positions.size(), " positions need ",
+           r.embedding_positions.size() * hidden);
+  for (size_t i = 0; i < r.embedding_positions.size(); ++i) {
+    const int64_t p = r.embedding_positions[i];
+    K3_CHECK(p >= 0 && p < static_cast<int64_t>(r.prompt.size()), "embedding position ", p,
+             " is outside the prompt of ", r.prompt.size(), " tokens");
+    K3_CHECK(i == 0 || p > r.embedding_positions[i - 1], "embedding positions must be strictly increasing");
+  }
   validate(r.sampling);
   const int64_t ctx = options_.max_context > 0 ? options_.max_context : model_.text().max_position_embeddings;
   const int64_t n = static_cast<int64_t>(r.prompt.size());
@@ -96,7 +109,7 @@ uint64_t Scheduler::submit(Request request) {
   uint64_t id = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    K3_CHECK(!stop_, "the scheduler is shutting down");
+    if (stop_) throw SchedulerBusy("the server is shutting down");
     // Requests that can start at once do not count against the queue bound.
     const size_t free_slots = static_cast<size_t>(std::max<int64_t>(options_.max_batch - stats_.running, 0));
     if (waiting_.size() >= options_.max_queue + free_slots)
@@ -195,6 +208,10 @@ void Scheduler::step() {
   };
   std::vector<SequenceInput> batch;
   std::vector<Entry> entries;
+  // Per-entry embedding overrides; reserved up front so the spans handed to forward stay valid.
+  std::vector<std::vector<EmbeddingOverride>> overrides;
+  overrides.reserve(running_.size());
+  const size_t hidden = static_cast<size_t>(model_.text().hidden_size);
   int64_t budget = options_.step_prefill_tokens;
   bool any_prefill = false;
   for (const auto& s : running_) {
@@ -205,7 +222,13 @@ void Scheduler::step() {
       if (any_prefill && len > budget) continue;
       budget -= len;
       any_prefill = true;
-      batch.push_back({&s->state, std::span<const int32_t>(prompt.data() + s->prefilled, len), false});
+      const std::vector<int64_t>& pos = s->request.embedding_positions;
+      std::vector<EmbeddingOverride>& ovr = overrides.emplace_back();
+      auto it = std::lower_bound(pos.begin(), pos.end(), s->prefilled);
+      for (; it != pos.end() && *it < s->prefilled + len; ++it)
+        ovr.push_back({*it - s->prefilled, s->request.embedding_rows.data() + (it - pos.begin()) * hidden});
+      batch.push_back({&s->state, std::span<const int32_t>(prompt.data() + s->prefilled, len), false,
+                       std::span<const EmbeddingOverride>(ovr)});
       entries.push_back({s.get(), len});
     } else {
       batch.push_back({&s->state, std::span<const int32_t>(&s->last, 1), false});

@@ -6,10 +6,12 @@
 // GenerateOptions::prefill_chunk == SchedulerOptions::prefill_chunk (bit-identical logits:
 // each sequence sees the same chunk boundaries, and batching does not change a sequence).
 //
-// Errors: submit() throws SchedulerBusy (a k3::Error) when the queue is full -- the server maps
-// it to 429/503 -- and plain k3::Error for an invalid request (400), naming the field.
+// Errors: submit() throws SchedulerBusy (a k3::Error) when the queue is full or the scheduler is
+// shut down -- the server maps it to 429/503 -- and plain k3::Error for an invalid request (400), naming the field.
 // Callbacks run on the engine thread, never under the scheduler's lock, so they may call
-// cancel() and stats(); a slow callback slows every running request.
+// cancel() and stats(); a slow callback slows every running request.  A request may replace the
+// embeddings of some prompt tokens (images); they are applied in whichever prefill chunk holds
+// each position.
 #pragma once
 
 #include <condition_variable>
@@ -51,6 +53,10 @@ struct Request {
   int64_t max_tokens = 16;  // new tokens; 0 = until the context is full
   SamplingParams sampling;
   std::vector<int32_t> stop_tokens;  // generation ends after emitting one of these
+  // Embedding overrides for prompt tokens (an image's <|media_pad|> rows): strictly increasing
+  // prompt positions, and their rows, hidden_size floats each, in the same order.
+  std::vector<int64_t> embedding_positions;
+  std::vector<float> embedding_rows;
   // Each generated token; return false to cancel (client disconnect).  Optional.
   std::function<bool(int32_t token)> on_token;
   // Called exactly once per accepted request, last.  Optional.
@@ -84,6 +90,9 @@ class Scheduler {
   explicit Scheduler(const Model& model, const SchedulerOptions& options = {});
   // Cancels everything outstanding (on_done gets kCancelled) and joins the engine thread.
   ~Scheduler();
+  // The same, while the object stays usable for stats(); later submits throw SchedulerBusy.
+  // Idempotent; must not be called from a callback.
+  void shutdown();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
@@ -123,6 +132,7 @@ class Scheduler {
   SchedulerStats stats_;
 
   std::vector<std::unique_ptr<Slot>> running_;  // engine thread only
+  std::mutex join_mu_;  // one shutdown() joins
   std::thread thread_;
 };
 

@@ -337,6 +337,19 @@ TEST_F(SchedulerTest, InvalidRequestsNameTheField) {
   r = base();
   r.stop_tokens = {static_cast<int32_t>(vocab_) + 5};
   expect_invalid(r, "stop token", sched);
+  const size_t hidden = static_cast<size_t>(model_->text().hidden_size);
+  r = base();
+  r.embedding_positions = {2};
+  r.embedding_rows.assign(hidden - 1, 0.5f);
+  expect_invalid(r, "embedding_rows", sched);
+  r = base();
+  r.embedding_positions = {8};
+  r.embedding_rows.assign(hidden, 0.5f);
+  expect_invalid(r, "embedding position 8", sched);
+  r = base();
+  r.embedding_positions = {3, 3};
+  r.embedding_rows.assign(2 * hidden, 0.5f);
+  expect_invalid(r, "strictly increasing", sched);
 
   SchedulerOptions small = o;
   small.memory_budget = sched.sequence_bytes(32);
@@ -360,6 +373,65 @@ TEST_F(SchedulerTest, InvalidRequestsNameTheField) {
   const RequestResult res = run.result.get();
   EXPECT_EQ(res.reason, FinishReason::kLength);
   EXPECT_EQ(res.completion_tokens, 1);
+}
+
+// Embedding overrides (image rows) reach the model in whichever prefill chunk holds them: a
+// batched request with overrides spanning chunk boundaries equals a lone chunked run with the
+// same overrides, and differs from the run without them.
+TEST_F(SchedulerTest, EmbeddingOverridesMatchLoneRun) {
+  const int64_t chunk = 8;
+  const int64_t hidden = model_->text().hidden_size;
+  Request want;
+  want.prompt = prompt(30, 77);
+  want.max_tokens = 6;
+  want.embedding_positions = {2, 7, 8, 9, 23};
+  Rng rng(5);
+  want.embedding_rows.resize(want.embedding_positions.size() * static_cast<size_t>(hidden));
+  for (float& v : want.embedding_rows) v = 0.5f * static_cast<float>(rng.normal());
+
+  // The lone run: prefill chunk by chunk with the overrides of each chunk, then greedy decode.
+  const auto lone_with = [&](bool with_overrides) {
+    SequenceState st = model_->new_sequence();
+    std::vector<float> logits;
+    for (int64_t at = 0; at < static_cast<int64_t>(want.prompt.size()); at += chunk) {
+      const int64_t len = std::min<int64_t>(chunk, static_cast<int64_t>(want.prompt.size()) - at);
+      std::vector<EmbeddingOverride> ovr;
+      for (size_t i = 0; i < want.embedding_positions.size() && with_overrides; ++i) {
+        const int64_t p = want.embedding_positions[i];
+        if (p >= at && p < at + len) ovr.push_back({p - at, want.embedding_rows.data() + i * hidden});
+      }
+      const SequenceInput in{&st, std::span<const int32_t>(want.prompt.data() + at, len), false, ovr};
+      logits.clear();
+      model_->forward({&in, 1}, &logits);
+    }
+    std::vector<int32_t> out{argmax(logits.data(), vocab_)};
+    while (static_cast<int64_t>(out.size()) < want.max_tokens) {
+      const SequenceInput in{&st, std::span<const int32_t>(&out.back(), 1), false};
+      logits.clear();
+      model_->forward({&in, 1}, &logits);
+      out.push_back(argmax(logits.data(), vocab_));
+    }
+    return out;
+  };
+
+  SchedulerOptions o;
+  o.max_batch = 3;
+  o.prefill_chunk = chunk;
+  o.step_prefill_tokens = 2 * chunk;
+  Scheduler sched(*model_, o);
+  Batch batch;
+  batch.add(prompt(13, 78), 5);
+  Stream& with = batch.add(want.prompt, want.max_tokens);
+  batch.reqs.back().embedding_positions = want.embedding_positions;
+  batch.reqs.back().embedding_rows = want.embedding_rows;
+  batch.add(prompt(21, 79), 7);
+  batch.submit_all(sched);
+  for (auto& r : batch.runs) r->result.get();
+  const std::vector<int32_t> expect = lone_with(true);
+  EXPECT_EQ(with.tokens, expect);
+  EXPECT_EQ(batch.runs[0]->tokens, lone(batch.reqs[0], chunk));
+  EXPECT_EQ(batch.runs[2]->tokens, lone(batch.reqs[2], chunk));
+  EXPECT_NE(lone_with(false), expect) << "the overrides should change the output";
 }
 
 // With memory for one sequence, a second request waits until the first is done.
@@ -442,6 +514,30 @@ TEST_F(SchedulerTest, ShutdownFinishesEveryRequestOnce) {
     EXPECT_TRUE(res.reason == FinishReason::kCancelled || res.reason == FinishReason::kLength) << to_string(res.reason);
     EXPECT_EQ(res.completion_tokens, static_cast<int64_t>(r->tokens.size()));
   }
+}
+
+// shutdown() (the server's stop) ends everything like the destructor, twice is harmless, the
+// stats stay readable, and later submits are busy (HTTP 503), not invalid.
+TEST_F(SchedulerTest, ExplicitShutdownRefusesLaterRequests) {
+  SchedulerOptions o;
+  o.max_batch = 1;
+  o.max_context = 256;
+  Scheduler sched(*model_, o);
+  Batch batch;
+  for (int i = 0; i < 3; ++i) batch.add(prompt(4, 60 + i), 0);
+  batch.submit_all(sched);
+  sched.shutdown();
+  sched.shutdown();
+  for (auto& r : batch.runs) {
+    ASSERT_EQ(r->result.wait_for(std::chrono::seconds(0)), std::future_status::ready);
+    const RequestResult res = r->result.get();
+    EXPECT_TRUE(res.reason == FinishReason::kCancelled || res.reason == FinishReason::kLength) << to_string(res.reason);
+  }
+  const SchedulerStats st = sched.stats();
+  EXPECT_EQ(st.running + st.waiting, 0);
+  EXPECT_EQ(st.completed + st.cancelled, 3);
+  Stream late;
+  EXPECT_THROW(sched.submit(make_request(prompt(4, 70), 2, late)), SchedulerBusy);
 }
 
 }  // namespace

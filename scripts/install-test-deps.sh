@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what the server's browser and OpenAI-client tests need, on top of install-deps.sh:
+# Node.js with npm (Debian's nodejs + npm, unless a node with npm is already there, e.g.
+# NodeSource's nodejs, which bundles npm and conflicts with Debian's npm package), Debian's
+# chromium, and the npm packages pinned in tests/server/js/package-lock.json (the official
+# `openai` client and playwright-core, which drives the system chromium).  Idempotent.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+missing=()
+if ! command -v node >/dev/null 2>&1; then missing+=(nodejs); fi
+if ! command -v npm >/dev/null 2>&1; then missing+=(npm); fi
+if ! command -v chromium >/dev/null 2>&1; then missing+=(chromium); fi
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "k3: installing Debian packages for the server tests: ${missing[*]}" >&2
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
+      echo "k3: need root (or sudo) to install: ${missing[*]}" >&2; exit 1
+    fi
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+js=tests/server/js
+# npm ci only when the installed tree is missing or older than the lock file.
+if [ ! -f "$js/node_modules/.package-lock.json" ] || [ "$js/package-lock.json" -nt "$js/node_modules/.package-lock.json" ]; then
+  echo "k3: installing the server tests' npm packages (npm ci in $js)" >&2
+  (cd "$js" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+fi

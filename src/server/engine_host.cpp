@@ -1,0 +1,64 @@
+#include "server/engine_host.h"
+
+#include "base/log.h"
+
+namespace k3::server {
+
+EngineHost::~EngineHost() { shutdown(); }
+
+void EngineHost::load() {
+  try {
+    auto model = Model::load(options_.model_dir);
+    auto tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_model_dir(options_.model_dir));
+    std::unique_ptr<VisionModel> vision;
+    if (model->config().has_vision) {
+      vision = VisionModel::load(options_.model_dir);
+      K3_CHECK(model->config().media_placeholder_token_id >= 0,
+               "config.json has a vision tower but no media_placeholder_token_id");
+    }
+    auto scheduler = std::make_shared<Scheduler>(*model, options_.scheduler);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      model_ = std::move(model);
+      tokenizer_ = std::move(tokenizer);
+      vision_ = std::move(vision);
+      scheduler_ = std::move(scheduler);
+    }
+    State expected = State::kLoading;
+    if (!state_.compare_exchange_strong(expected, State::kReady, std::memory_order_acq_rel)) shutdown();
+  } catch (const std::exception& e) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      load_error_ = e.what();
+    }
+    state_.store(State::kFailed, std::memory_order_release);
+    throw;
+  }
+}
+
+void EngineHost::shutdown() {
+  std::shared_ptr<Scheduler> s;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (state_.load() != State::kFailed) state_.store(State::kStopping, std::memory_order_release);
+    s = scheduler_;
+  }
+  if (s) s->shutdown();
+}
+
+std::string EngineHost::load_error() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return load_error_;
+}
+
+std::shared_ptr<Scheduler> EngineHost::scheduler() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return scheduler_;
+}
+
+int64_t EngineHost::context_tokens() const {
+  const int64_t ctx = options_.scheduler.max_context;
+  return ctx > 0 ? ctx : model_->text().max_position_embeddings;
+}
+
+}  // namespace k3::server

@@ -1,0 +1,69 @@
+// One generation request from its prepared prompt to the OpenAI response.  The constructor
+// submits it to the scheduler; the engine thread only pushes token ids into the job's channel
+// (and records latencies), and the HTTP thread turns them into text:
+//   chat:        ChatOutputParser (reasoning / content / tool calls) -> stop strings per channel;
+//   completion:  StreamDecoder (incremental UTF-8, special tokens as text unless skipped) -> stop
+//                strings.
+// A stop string or a client that goes away cancels the request in the scheduler, which frees its
+// slot at the next step.  finish_reason: "stop" (stop token or string), "length" (max_tokens or
+// the context), "tool_calls" (the message carries tool calls).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "server/engine_host.h"
+#include "server/generation_params.h"
+#include "server/prompt_builder.h"
+
+namespace k3::server {
+
+class GenerationJob {
+ public:
+  // Throws ApiError: 400 for a request the scheduler refuses, 429 when its queue is full, 503
+  // while loading or shutting down.
+  GenerationJob(EngineHost& host, Endpoint endpoint, PreparedPrompt prompt, const GenerationParams& params,
+                const ChatParserOptions& parser_options, std::chrono::steady_clock::time_point arrival);
+  // Cancels the request if it is still running.
+  ~GenerationJob();
+  GenerationJob(const GenerationJob&) = delete;
+  GenerationJob& operator=(const GenerationJob&) = delete;
+
+  // Waits for the end and returns the chat.completion / text_completion body.  Throws ApiError
+  // 500 when the engine failed, 503 when it shut down.
+  ojson run();
+  // Writes the SSE events ("data: {...}\n\n" ... "data: [DONE]\n\n") through `write`; false from
+  // write means the client went away: the request is cancelled and stream() returns false.
+  bool stream(const std::function<bool(std::string_view)>& write);
+
+ private:
+  struct Channel;
+  struct Output;
+
+  // Blocks until tokens or the end arrive; appends the tokens.  True when the request ended.
+  bool wait(std::vector<int32_t>& tokens, int timeout_ms);
+  ojson usage() const;
+  ojson chunk_base() const;
+
+  EngineHost& host_;
+  Endpoint endpoint_;
+  GenerationParams params_;
+  std::shared_ptr<Scheduler> scheduler_;
+  std::shared_ptr<Channel> channel_;
+  std::unique_ptr<Output> out_;
+  uint64_t id_ = 0;
+  bool finished_ = false;
+  std::string response_id_;
+  int64_t created_ = 0;
+  int64_t prompt_tokens_ = 0;
+};
+
+// "chatcmpl-…" / "cmpl-…" with 24 random hex digits.
+std::string new_response_id(const char* prefix);
+// JSON text for the wire (invalid UTF-8, which should not occur, is replaced).
+std::string dump_json(const ojson& value);
+
+}  // namespace k3::server

@@ -1,0 +1,148 @@
+#include "server/generation_params.h"
+
+#include <random>
+
+#include "server/api_error.h"
+
+namespace k3::server {
+namespace {
+
+[[noreturn]] void bad(const char* field, const std::string& message) { throw ApiError(400, message, field); }
+
+[[noreturn]] void unsupported(const char* field, const std::string& why) {
+  throw ApiError(400, cat(field, " is not supported by k3: ", why), field, "unsupported_field");
+}
+
+bool present(const ojson& body, const char* field) { return body.contains(field) && !body[field].is_null(); }
+
+}  // namespace
+
+std::optional<bool> get_bool(const ojson& body, const char* field) {
+  if (!present(body, field)) return std::nullopt;
+  if (!body[field].is_boolean()) bad(field, cat(field, " must be a boolean"));
+  return body[field].get<bool>();
+}
+
+std::optional<int64_t> get_int(const ojson& body, const char* field) {
+  if (!present(body, field)) return std::nullopt;
+  const ojson& v = body[field];
+  if (v.is_number_integer()) return v.get<int64_t>();
+  // 16.0 is accepted as 16 (JavaScript clients send whole floats), 16.5 is not.
+  if (v.is_number_float() && v.get<double>() == static_cast<double>(static_cast<int64_t>(v.get<double>())))
+    return static_cast<int64_t>(v.get<double>());
+  bad(field, cat(field, " must be an integer"));
+}
+
+std::optional<double> get_number(const ojson& body, const char* field) {
+  if (!present(body, field)) return std::nullopt;
+  if (!body[field].is_number()) bad(field, cat(field, " must be a number"));
+  return body[field].get<double>();
+}
+
+std::optional<std::string> get_string(const ojson& body, const char* field) {
+  if (!present(body, field)) return std::nullopt;
+  if (!body[field].is_string()) bad(field, cat(field, " must be a string"));
+  return body[field].get<std::string>();
+}
+
+void check_model_field(const ojson& body, const std::string& served) {
+  const std::optional<std::string> model = get_string(body, "model");
+  if (model && *model != served)
+    throw ApiError(400, cat("the model '", *model, "' does not exist; this server serves '", served, "'"), "model",
+                   "model_not_found");
+}
+
+GenerationParams parse_generation_params(const ojson& body, Endpoint endpoint) {
+  if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
+  const bool chat = endpoint == Endpoint::kChat;
+  GenerationParams g;
+  g.max_tokens = chat ? 0 : 16;  // OpenAI's defaults: chat until done, completions 16
+  for (const char* f : {"max_tokens", "max_completion_tokens"}) {
+    if (auto v = get_int(body, f)) {
+      if (*v < 1) bad(f, cat(f, " must be >= 1 (got ", *v, ")"));
+      g.max_tokens = *v;
+    }
+  }
+  g.sampling.temperature = 1.0f;
+  if (auto v = get_number(body, "temperature")) {
+    if (!(*v >= 0.0 && *v <= 2.0)) bad("temperature", cat("temperature must be in [0, 2] (got ", *v, ")"));
+    g.sampling.temperature = static_cast<float>(*v);
+  }
+  if (auto v = get_number(body, "top_p")) {
+    if (!(*v > 0.0 && *v <= 1.0)) bad("top_p", cat("top_p must be in (0, 1] (got ", *v, ")"));
+    g.sampling.top_p = static_cast<float>(*v);
+  }
+  if (auto v = get_int(body, "top_k")) {
+    if (*v < -1 || *v > (1 << 30)) bad("top_k", cat("top_k must be -1, 0 (no limit) or a positive integer (got ", *v, ")"));
+    g.sampling.top_k = *v < 0 ? 0 : static_cast<int>(*v);
+  }
+  if (auto v = get_int(body, "seed")) {
+    g.sampling.seed = static_cast<uint64_t>(*v);
+  } else {
+    static thread_local std::mt19937_64 rng{std::random_device{}()};
+    g.sampling.seed = rng();
+  }
+  if (present(body, "stop")) {
+    const ojson& s = body["stop"];
+    if (s.is_string()) {
+      g.stop.push_back(s.get<std::string>());
+    } else if (s.is_array()) {
+      for (const ojson& x : s) {
+        if (!x.is_string()) bad("stop", "stop must be a string or a list of strings");
+        g.stop.push_back(x.get<std::string>());
+      }
+    } else {
+      bad("stop", "stop must be a string or a list of strings");
+    }
+    if (g.stop.size() > 16) bad("stop", cat("stop holds ", g.stop.size(), " strings; at most 16 are allowed"));
+    for (const std::string& x : g.stop)
+      if (x.empty()) bad("stop", "stop strings must not be empty");
+  }
+  g.stream = get_bool(body, "stream").value_or(false);
+  if (present(body, "stream_options")) {
+    const ojson& so = body["stream_options"];
+    if (!so.is_object()) bad("stream_options", "stream_options must be an object");
+    if (!g.stream) bad("stream_options", "stream_options is only allowed when stream is true");
+    if (auto v = get_bool(so, "include_usage")) g.include_usage = *v;
+  }
+  g.ignore_eos = get_bool(body, "ignore_eos").value_or(false);
+  g.parallel_tool_calls = get_bool(body, "parallel_tool_calls").value_or(true);
+  get_string(body, "user");  // type check only
+
+  // What k3 does not implement: refuse unless neutral.
+  for (const char* f : {"n", "best_of"}) {
+    if (auto v = get_int(body, f); v && *v != 1) unsupported(f, cat("k3 returns one choice per request; ", f, " must be 1"));
+  }
+  if (chat) {
+    if (get_bool(body, "logprobs").value_or(false)) unsupported("logprobs", "log probabilities are not returned");
+    if (present(body, "top_logprobs")) unsupported("top_logprobs", "log probabilities are not returned");
+    if (present(body, "response_format")) {
+      const ojson& rf = body["response_format"];
+      if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string())
+        bad("response_format", "response_format must be an object with a string \"type\"");
+      if (rf["type"] != "text")
+        unsupported("response_format", cat("'", rf["type"].get<std::string>(),
+                                           "' needs constrained decoding, which k3 does not do; use \"text\""));
+    }
+  } else {
+    if (present(body, "logprobs")) unsupported("logprobs", "log probabilities are not returned");
+    if (get_bool(body, "echo").value_or(false)) unsupported("echo", "the prompt is not echoed");
+    if (present(body, "suffix")) unsupported("suffix", "insertion (suffix) is not supported");
+    g.return_token_ids = get_bool(body, "return_token_ids").value_or(false);
+    g.skip_special_tokens = get_bool(body, "skip_special_tokens").value_or(false);
+  }
+  if (present(body, "logit_bias")) {
+    const ojson& lb = body["logit_bias"];
+    if (!lb.is_object()) bad("logit_bias", "logit_bias must be an object");
+    if (!lb.empty()) unsupported("logit_bias", "token biases are not applied");
+  }
+  for (const char* f : {"presence_penalty", "frequency_penalty"}) {
+    if (auto v = get_number(body, f); v && *v != 0.0) unsupported(f, "penalties are not applied; use 0");
+  }
+  if (auto v = get_number(body, "repetition_penalty"); v && *v != 1.0)
+    unsupported("repetition_penalty", "penalties are not applied; use 1");
+  if (auto v = get_number(body, "min_p"); v && *v != 0.0) unsupported("min_p", "min-p sampling is not implemented; use 0");
+  return g;
+}
+
+}  // namespace k3::server

@@ -1,0 +1,48 @@
+// The sampling and output fields shared by /v1/chat/completions and /v1/completions, read from
+// the request body and checked (api.md "Request fields"):
+//   max_tokens / max_completion_tokens (the latter wins), temperature [0, 2] (default 1),
+//   top_p (0, 1], top_k (0 or -1 = off), seed, stop (string or list, matched on the text),
+//   stream, stream_options.include_usage, ignore_eos, user; completions also return_token_ids,
+//   skip_special_tokens.
+// Fields k3 does not implement are refused with ApiError 400 naming the field, unless they hold
+// their neutral value: n / best_of other than 1, logprobs / top_logprobs, a non-empty logit_bias,
+// presence / frequency / repetition penalties, min_p, echo, suffix, and a response_format that
+// asks for JSON (k3 does not constrain decoding).  Unknown fields are ignored.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/sampler.h"
+#include "text/py_json.h"
+
+namespace k3::server {
+
+enum class Endpoint { kChat, kCompletion };
+
+struct GenerationParams {
+  int64_t max_tokens = 0;  // 0 = until the context is full
+  SamplingParams sampling;
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool include_usage = false;
+  bool ignore_eos = false;
+  bool return_token_ids = false;     // completions: choices[].token_ids
+  bool skip_special_tokens = false;  // completions: drop special tokens from the text
+  bool parallel_tool_calls = true;   // false: at most one tool call is returned
+};
+
+GenerationParams parse_generation_params(const ojson& body, Endpoint endpoint);
+
+// The `model` field: absent / null, or `served` (else ApiError 400 "model_not_found").
+void check_model_field(const ojson& body, const std::string& served);
+
+// Typed field readers: nullopt when absent or null; ApiError 400 naming the field otherwise.
+std::optional<bool> get_bool(const ojson& body, const char* field);
+std::optional<int64_t> get_int(const ojson& body, const char* field);
+std::optional<double> get_number(const ojson& body, const char* field);
+std::optional<std::string> get_string(const ojson& body, const char* field);
+
+}  // namespace k3::server

@@ -1,0 +1,359 @@
+// The HTTP side of `k3 serve` on cpp-httplib: routing, the API key, body limits, the error
+// envelope for every status, SSE streaming, the chat page, and the serve loop's lifetime
+// (background model load, signals, shutdown).
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <thread>
+
+#include "base/log.h"
+#include "server/api_error.h"
+#include "server/generation_job.h"
+#include "server/generation_params.h"
+#include "server/server.h"
+#include "server/web_assets.h"
+#include "text/chat_output_parser.h"
+#include "text/stream_decoder.h"
+
+namespace k3::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+volatile std::sig_atomic_t g_signal = 0;
+extern "C" void on_signal(int sig) { g_signal = sig; }
+
+void send_json(httplib::Response& res, int status, const ojson& body) {
+  res.status = status;
+  res.set_content(dump_json(body), "application/json");
+}
+
+void send_error(httplib::Response& res, int status, const std::string& message, const std::string& param = "",
+                const std::string& code = "") {
+  send_json(res, status, error_envelope(status, message, param, code));
+}
+
+ojson parse_body(const httplib::Request& req) {
+  ojson body;
+  try {
+    body = ojson::parse(req.body);
+  } catch (const ojson::parse_error& e) {
+    throw ApiError(400, cat("the request body is not valid JSON: ", e.what()), "", "invalid_json");
+  }
+  if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object", "", "invalid_json");
+  return body;
+}
+
+bool needs_key(const std::string& path) {
+  return path.rfind("/v1/", 0) == 0 || path == "/tokenize" || path == "/detokenize";
+}
+
+class HttpServer {
+ public:
+  explicit HttpServer(const ServerOptions& o) : opt_(o), host_(o.engine) {}
+
+  int run(const std::function<void(int)>& on_listening);
+
+ private:
+  void routes();
+  // Wraps an API handler: errors become envelopes, rejections are counted.
+  httplib::Server::Handler api(std::function<void(const httplib::Request&, httplib::Response&)> f);
+  void require_ready() const;
+  void generate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res);
+  void tokenize(const httplib::Request& req, httplib::Response& res);
+  void detokenize(const httplib::Request& req, httplib::Response& res);
+  ojson model_card() const;
+
+  ServerOptions opt_;
+  EngineHost host_;
+  httplib::Server svr_;
+  int64_t created_ = static_cast<int64_t>(std::time(nullptr));
+};
+
+httplib::Server::Handler HttpServer::api(std::function<void(const httplib::Request&, httplib::Response&)> f) {
+  return [this, f = std::move(f)](const httplib::Request& req, httplib::Response& res) {
+    try {
+      f(req, res);
+    } catch (const ApiError& e) {
+      send_error(res, e.status, e.what(), e.param, e.code);
+    } catch (const Error& e) {
+      send_error(res, 400, e.what());
+    } catch (const std::bad_alloc&) {
+      send_error(res, 500, "out of memory");
+    } catch (const std::exception& e) {
+      send_error(res, 500, cat("internal error: ", e.what()));
+    }
+    if (res.status >= 400) host_.metrics().count_rejected(res.status);
+  };
+}
+
+void HttpServer::require_ready() const {
+  switch (host_.state()) {
+    case EngineHost::State::kReady: return;
+    case EngineHost::State::kLoading: throw ApiError(503, "the model is still loading; retry shortly", "", "loading");
+    case EngineHost::State::kFailed: throw ApiError(503, cat("the model failed to load: ", host_.load_error()));
+    case EngineHost::State::kStopping: throw ApiError(503, "the server is shutting down", "", "shutting_down");
+  }
+}
+
+ojson HttpServer::model_card() const {
+  return {{"id", opt_.engine.served_name},
+          {"object", "model"},
+          {"created", created_},
+          {"owned_by", "k3"},
+          {"root", opt_.engine.model_dir},
+          {"max_model_len", host_.context_tokens()},
+          {"context_length", host_.context_tokens()}};
+}
+
+void HttpServer::generate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
+  const Clock::time_point arrival = Clock::now();
+  const ojson body = parse_body(req);
+  require_ready();
+  check_model_field(body, opt_.engine.served_name);
+  const GenerationParams params = parse_generation_params(body, endpoint);
+  PreparedPrompt prompt;
+  ChatParserOptions popt;
+  if (endpoint == Endpoint::kChat) {
+    PreparedChat c = prepare_chat(host_, body, opt_.images);
+    prompt = std::move(c.prompt);
+    popt = c.parser;
+  } else {
+    prompt = prepare_completion(host_, body);
+  }
+  auto job = std::make_shared<GenerationJob>(host_, endpoint, std::move(prompt), params, popt, arrival);
+  if (!params.stream) {
+    send_json(res, 200, job->run());
+    return;
+  }
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  res.set_chunked_content_provider("text/event-stream", [job](size_t, httplib::DataSink& sink) {
+    const bool ok = job->stream([&](std::string_view s) { return sink.write(s.data(), s.size()); });
+    if (ok) sink.done();
+    return ok;
+  });
+}
+
+void HttpServer::tokenize(const httplib::Request& req, httplib::Response& res) {
+  const ojson body = parse_body(req);
+  require_ready();
+  check_model_field(body, opt_.engine.served_name);
+  PreparedPrompt p;
+  if (body.contains("messages")) {
+    p = prepare_chat(host_, body, opt_.images, /*check_fit=*/false).prompt;
+  } else if (body.contains("prompt")) {
+    p = prepare_completion(host_, body, /*check_fit=*/false);
+  } else {
+    throw ApiError(400, "give either prompt (text or ids) or messages (the chat format)", "prompt");
+  }
+  ojson out = ojson::object();
+  out["tokens"] = p.tokens;
+  out["count"] = p.tokens.size();
+  out["max_model_len"] = host_.context_tokens();
+  send_json(res, 200, out);
+}
+
+void HttpServer::detokenize(const httplib::Request& req, httplib::Response& res) {
+  const ojson body = parse_body(req);
+  require_ready();
+  check_model_field(body, opt_.engine.served_name);
+  if (!body.contains("tokens") || !body["tokens"].is_array())
+    throw ApiError(400, "tokens must be a list of token ids", "tokens");
+  std::vector<int32_t> ids;
+  const int64_t vocab = host_.tokenizer().vocab_size();
+  for (const ojson& t : body["tokens"]) {
+    if (!t.is_number_integer()) throw ApiError(400, "tokens must be a list of token ids (integers)", "tokens");
+    const int64_t id = t.get<int64_t>();
+    if (id < 0 || id >= vocab)
+      throw ApiError(400, cat("tokens: id ", id, " is outside the vocabulary [0, ", vocab, ")"), "tokens");
+    ids.push_back(static_cast<int32_t>(id));
+  }
+  ojson out = ojson::object();
+  out["prompt"] = host_.tokenizer().decode(ids);
+  // With chat_format: the ids read as an assistant reply after the generation prompt, split by the
+  // output parser into reasoning / content / tool calls (as a chat completion would return them).
+  if (get_bool(body, "chat_format").value_or(false)) {
+    ChatParserOptions po;
+    po.thinking = get_bool(body, "thinking").value_or(true);
+    po.parse_tools = true;
+    ChatOutputParser parser(po, &host_.tokenizer());
+    for (int32_t id : ids) parser.feed_token(id);
+    out["message"] = parser.finish().to_openai();
+  }
+  send_json(res, 200, out);
+}
+
+void HttpServer::routes() {
+  const std::string served = opt_.engine.served_name;
+  svr_.Post("/v1/chat/completions",
+            api([this](const auto& q, auto& r) { generate(Endpoint::kChat, q, r); }));
+  svr_.Post("/v1/completions", api([this](const auto& q, auto& r) { generate(Endpoint::kCompletion, q, r); }));
+  svr_.Post("/tokenize", api([this](const auto& q, auto& r) { tokenize(q, r); }));
+  svr_.Post("/detokenize", api([this](const auto& q, auto& r) { detokenize(q, r); }));
+  svr_.Get("/v1/models", api([this](const auto&, auto& r) {
+    require_ready();
+    send_json(r, 200, {{"object", "list"}, {"data", ojson::array({model_card()})}});
+  }));
+  svr_.Get(R"(/v1/models/(.+))", api([this](const httplib::Request& q, httplib::Response& r) {
+    require_ready();
+    if (q.matches[1] != opt_.engine.served_name)
+      throw ApiError(404, cat("the model '", q.matches[1].str(), "' does not exist"), "model", "model_not_found");
+    send_json(r, 200, model_card());
+  }));
+  svr_.Get("/health", [this](const httplib::Request&, httplib::Response& r) {
+    if (host_.ready()) {
+      send_json(r, 200, {{"status", "ok"}});
+    } else if (host_.state() == EngineHost::State::kLoading) {
+      send_error(r, 503, "the model is loading", "", "loading");
+    } else {
+      send_error(r, 503, "the engine is not running", "", "unavailable");
+    }
+  });
+  svr_.Get("/metrics", [this](const httplib::Request&, httplib::Response& r) {
+    std::shared_ptr<Scheduler> s = host_.ready() ? host_.scheduler() : nullptr;
+    const SchedulerStats stats = s ? s->stats() : SchedulerStats{};
+    r.set_content(host_.metrics().render(s ? &stats : nullptr, opt_.engine.scheduler.memory_budget),
+                  "text/plain; version=0.0.4; charset=utf-8");
+  });
+  for (const char* path : {"/", "/index.html", "/app.js", "/style.css"}) {
+    svr_.Get(path, [](const httplib::Request& q, httplib::Response& r) {
+      const WebAsset* a = find_web_asset(q.path);
+      r.set_content(std::string(a->data), std::string(a->mime).c_str());
+      r.set_header("Cache-Control", "no-cache");
+    });
+  }
+  // A known path with the wrong method: 405 with the methods it allows.
+  const auto wrong_method = [](const char* allow) {
+    return [allow](const httplib::Request& q, httplib::Response& r) {
+      r.set_header("Allow", allow);
+      send_error(r, 405, cat("method ", q.method, " is not allowed on ", q.path, " (use ", allow, ")"), "",
+                 "method_not_allowed");
+    };
+  };
+  for (const char* path : {"/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize"}) {
+    svr_.Get(path, wrong_method("POST"));
+    svr_.Put(path, wrong_method("POST"));
+    svr_.Patch(path, wrong_method("POST"));
+    svr_.Delete(path, wrong_method("POST"));
+  }
+  for (const char* path : {"/v1/models", "/health", "/metrics", "/"}) {
+    svr_.Post(path, wrong_method("GET"));
+    svr_.Put(path, wrong_method("GET"));
+    svr_.Patch(path, wrong_method("GET"));
+    svr_.Delete(path, wrong_method("GET"));
+  }
+  // Statuses httplib sets itself (404 unknown path, 413 body over the limit, 400 unparsable
+  // request) get the envelope too.
+  svr_.set_error_handler([this](const httplib::Request& q, httplib::Response& r) {
+    if (!r.body.empty()) return;
+    std::string msg, code;
+    switch (r.status) {
+      case 404: msg = cat("no route for ", q.method, " ", q.path); code = "not_found"; break;
+      case 413:
+        msg = cat("the request body is larger than the limit of ", opt_.max_body_bytes, " bytes");
+        code = "request_too_large";
+        break;
+      default: msg = cat("HTTP ", r.status); break;
+    }
+    send_error(r, r.status, msg, "", code);
+    if (needs_key(q.path)) host_.metrics().count_rejected(r.status);
+  });
+  svr_.set_exception_handler([](const httplib::Request&, httplib::Response& r, std::exception_ptr ep) {
+    std::string what = "unknown";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    send_error(r, 500, cat("internal error: ", what));
+  });
+  svr_.set_pre_routing_handler([this](const httplib::Request& q, httplib::Response& r) {
+    if (opt_.api_key.empty() || !needs_key(q.path)) return httplib::Server::HandlerResponse::Unhandled;
+    const std::string auth = q.get_header_value("Authorization");
+    if (auth == "Bearer " + opt_.api_key) return httplib::Server::HandlerResponse::Unhandled;
+    r.set_header("WWW-Authenticate", "Bearer");
+    send_error(r, 401, auth.empty() ? "missing API key: send Authorization: Bearer <key>" : "invalid API key", "",
+               "invalid_api_key");
+    host_.metrics().count_rejected(401);
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  svr_.set_logger([](const httplib::Request& q, const httplib::Response& r) {
+    log_info(q.method, " ", q.path, " -> ", r.status);
+  });
+}
+
+int HttpServer::run(const std::function<void(int)>& on_listening) {
+  const SchedulerOptions& so = opt_.engine.scheduler;
+  const size_t threads = opt_.http_threads > 0 ? static_cast<size_t>(opt_.http_threads)
+                                               : static_cast<size_t>(so.max_batch) + so.max_queue + 16;
+  svr_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  svr_.set_payload_max_length(opt_.max_body_bytes);
+  // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, which would let a second server
+  // silently share a port that is already in use.
+  svr_.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const void*>(&yes), sizeof yes);
+  });
+  svr_.set_keep_alive_timeout(5);
+  svr_.set_read_timeout(30);
+  svr_.set_write_timeout(30);
+  routes();
+
+  int port = opt_.port;
+  if (port == 0) {
+    port = svr_.bind_to_any_port(opt_.host);
+    K3_CHECK(port > 0, "cannot listen on ", opt_.host, " (any port)");
+  } else {
+    K3_CHECK(svr_.bind_to_port(opt_.host, port), "cannot listen on ", opt_.host, ":", port,
+             " (is the port in use, or the address not local?)");
+  }
+  if (on_listening) on_listening(port);
+
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  std::thread loader([this] {
+    try {
+      host_.load();
+      log_info("engine ready: ", opt_.engine.served_name);
+    } catch (const std::exception& e) {
+      // run() reports it once the server stopped.
+    }
+  });
+  std::atomic<bool> listening_done{false};
+  std::thread watcher([&] {
+    while (!listening_done.load()) {
+      if (g_signal != 0 || host_.state() == EngineHost::State::kFailed) {
+        host_.shutdown();
+        svr_.stop();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  svr_.listen_after_bind();
+  listening_done = true;
+  watcher.join();
+  loader.join();
+  host_.shutdown();
+  if (host_.state() == EngineHost::State::kFailed) fail("cannot serve ", opt_.engine.model_dir, ": ", host_.load_error());
+  return 0;
+}
+
+}  // namespace
+
+int run_server(const ServerOptions& options, const std::function<void(int)>& on_listening) {
+  HttpServer server(options);
+  return server.run(on_listening);
+}
+
+}  // namespace k3::server

@@ -1,0 +1,157 @@
+#include "server/prompt_builder.h"
+
+#include "server/api_error.h"
+#include "text/base64.h"
+#include "text/chat_request.h"
+#include "text/xtml_renderer.h"
+#include "text/xtml_writer.h"
+#include "vision/image_decode.h"
+
+namespace k3::server {
+namespace {
+
+// Decodes one image_url part's data: URL.
+Image decode_data_url(const ojson& part, size_t n, const ImageLimits& limits) {
+  const std::string where = cat("image_url ", n + 1);
+  const ojson* url = nullptr;
+  if (part.contains("image_url")) {
+    const ojson& iu = part["image_url"];
+    if (iu.is_string()) url = &iu;
+    else if (iu.is_object() && iu.contains("url") && iu["url"].is_string()) url = &iu["url"];
+  }
+  if (!url) throw ApiError(400, cat(where, ": image_url must be {\"url\": \"data:...\"}"), "messages");
+  const std::string& u = url->get_ref<const std::string&>();
+  if (u.size() > limits.max_url_bytes)
+    throw ApiError(413, cat(where, ": the data URL has ", u.size(), " bytes; the limit is ", limits.max_url_bytes),
+                   "messages", "image_too_large");
+  if (u.rfind("http://", 0) == 0 || u.rfind("https://", 0) == 0)
+    throw ApiError(400, cat(where, ": http(s) image URLs are not enabled on this server; send the image as a "
+                                   "data: URL (data:image/png;base64,...)"),
+                   "messages", "image_url_not_enabled");
+  if (u.rfind("data:", 0) != 0)
+    throw ApiError(400, cat(where, ": the URL must be a data: URL (data:image/png;base64,...)"), "messages");
+  const size_t comma = u.find(',');
+  if (comma == std::string::npos || comma < 12 || u.compare(comma - 7, 7, ";base64") != 0)
+    throw ApiError(400, cat(where, ": the data URL must be base64-encoded (data:image/png;base64,...)"), "messages");
+  std::string payload;
+  payload.reserve(u.size() - comma);
+  for (size_t i = comma + 1; i < u.size(); ++i)
+    if (u[i] != '\n' && u[i] != '\r' && u[i] != ' ') payload.push_back(u[i]);
+  while (payload.size() % 4 != 0) payload.push_back('=');  // some clients drop the padding
+  const std::optional<std::string> bytes = base64::decode(payload);
+  if (!bytes) throw ApiError(400, cat(where, ": the data URL's payload is not valid base64"), "messages");
+  DecodeOptions opt;
+  opt.max_pixels = limits.max_pixels;
+  try {
+    return decode_image({reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()}, where, opt);
+  } catch (const Error& e) {
+    throw ApiError(400, e.what(), "messages", "invalid_image");
+  }
+}
+
+std::vector<Image> collect_images(const ojson& messages, const ImageLimits& limits) {
+  std::vector<Image> images;
+  for (const ojson& m : messages) {
+    if (!m.is_object() || !m.contains("content") || !m["content"].is_array()) continue;
+    for (const ojson& part : m["content"]) {
+      if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) continue;
+      const std::string& type = part["type"].get_ref<const std::string&>();
+      if (type == "image")
+        throw ApiError(400, "content parts of type 'image' are not accepted over HTTP; use image_url with a data: URL",
+                       "messages");
+      if (type != "image_url") continue;
+      if (m.contains("role") && m["role"] == "tool")
+        throw ApiError(400, "images are accepted in system and user messages, not in tool results", "messages");
+      if (static_cast<int>(images.size()) >= limits.max_images)
+        throw ApiError(400, cat("the request has more than ", limits.max_images, " images (the per-request limit)"),
+                       "messages", "too_many_images");
+      images.push_back(decode_data_url(part, images.size(), limits));
+    }
+  }
+  return images;
+}
+
+}  // namespace
+
+void check_prompt_fits(const EngineHost& host, const PreparedPrompt& p, const char* param) {
+  const int64_t ctx = host.context_tokens();
+  if (p.tokens.empty()) throw ApiError(400, "the prompt is empty", param);
+  if (static_cast<int64_t>(p.tokens.size()) >= ctx)
+    throw ApiError(400, cat("the prompt has ", p.tokens.size(), " tokens; this model's context is ", ctx,
+                            " tokens (prompt + output)"),
+                   param, "context_length_exceeded");
+}
+
+PreparedChat prepare_chat(const EngineHost& host, const ojson& body, const ImageLimits& limits, bool check_fit) {
+  ChatRequest req;
+  try {
+    req = parse_chat_request(body);
+  } catch (const ApiError&) {
+    throw;
+  } catch (const Error& e) {
+    throw ApiError(400, e.what());
+  }
+  if (req.messages.empty()) throw ApiError(400, "messages must not be empty", "messages");
+  PreparedChat out;
+  const std::vector<Image> images = collect_images(req.messages, limits);
+  EncodedImages encoded;
+  if (!images.empty()) {
+    if (!host.vision())
+      throw ApiError(400, cat("the model '", host.options().served_name,
+                              "' has no vision tower; image_url content parts are not supported"),
+                     "messages", "images_not_supported");
+    encoded = host.vision()->encode_images(images);
+    std::vector<std::string> texts;
+    for (const MediaPrompt& m : encoded.prompts) texts.push_back(m.text);
+    req.options.image_prompts = std::move(texts);
+  }
+  try {
+    out.prompt.tokens = encode_segments(host.tokenizer(), render_chat(req));
+  } catch (const Error& e) {
+    throw ApiError(400, e.what(), "messages");
+  }
+  if (!images.empty()) {
+    const int32_t pad = host.model().config().media_placeholder_token_id;
+    for (size_t i = 0; i < out.prompt.tokens.size(); ++i)
+      if (out.prompt.tokens[i] == pad) out.prompt.media_positions.push_back(static_cast<int64_t>(i));
+    const size_t hidden = static_cast<size_t>(host.model().text().hidden_size);
+    if (out.prompt.media_positions.size() * hidden != encoded.rows.size())
+      throw ApiError(500, cat("the prompt has ", out.prompt.media_positions.size(), " image pads but the vision tower "
+                              "returned ", encoded.rows.size() / hidden, " rows"));
+    out.prompt.media_rows = std::move(encoded.rows);
+    out.prompt.images = static_cast<int>(images.size());
+  }
+  out.parser = chat_parser_options(req);
+  if (check_fit) check_prompt_fits(host, out.prompt, "messages");
+  return out;
+}
+
+PreparedPrompt prepare_completion(const EngineHost& host, const ojson& body, bool check_fit) {
+  if (!body.contains("prompt") || body["prompt"].is_null()) throw ApiError(400, "prompt is required", "prompt");
+  const ojson* p = &body["prompt"];
+  // A list holding one prompt (a string or a list of ids) is that prompt.
+  if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) p = &(*p)[0];
+  PreparedPrompt out;
+  if (p->is_string()) {
+    out.tokens = host.tokenizer().encode(p->get_ref<const std::string&>(), /*allow_special=*/true);
+  } else if (p->is_array()) {
+    const int64_t vocab = host.model().text().vocab_size;
+    for (const ojson& t : *p) {
+      if (t.is_string() || t.is_array())
+        throw ApiError(400, "prompt: several prompts in one request are not supported; send one prompt", "prompt",
+                       "unsupported_field");
+      if (!t.is_number_integer())
+        throw ApiError(400, "prompt must be a string or a list of token ids (integers)", "prompt");
+      const int64_t id = t.get<int64_t>();
+      if (id < 0 || id >= vocab)
+        throw ApiError(400, cat("prompt: token id ", id, " is outside the vocabulary [0, ", vocab, ")"), "prompt");
+      out.tokens.push_back(static_cast<int32_t>(id));
+    }
+  } else {
+    throw ApiError(400, "prompt must be a string or a list of token ids", "prompt");
+  }
+  if (check_fit) check_prompt_fits(host, out, "prompt");
+  return out;
+}
+
+}  // namespace k3::server

@@ -1,0 +1,26 @@
+#include "server/web_assets.h"
+
+namespace k3::server {
+namespace {
+
+#include "k3_web_assets.inc"  // kIndexHtml, kAppJs, kStyleCss: unsigned char arrays
+
+std::string_view view(const unsigned char* data, size_t size) {
+  return {reinterpret_cast<const char*>(data), size};
+}
+
+}  // namespace
+
+const WebAsset* find_web_asset(std::string_view path) {
+  static const WebAsset assets[] = {
+      {"/", "text/html; charset=utf-8", view(kIndexHtml, sizeof kIndexHtml)},
+      {"/index.html", "text/html; charset=utf-8", view(kIndexHtml, sizeof kIndexHtml)},
+      {"/app.js", "text/javascript; charset=utf-8", view(kAppJs, sizeof kAppJs)},
+      {"/style.css", "text/css; charset=utf-8", view(kStyleCss, sizeof kStyleCss)},
+  };
+  for (const WebAsset& a : assets)
+    if (a.path == path) return &a;
+  return nullptr;
+}
+
+}  // namespace k3::server

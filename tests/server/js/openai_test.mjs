@@ -1,0 +1,169 @@
+// Drives `k3 serve` with the official `openai` npm client.  Usage: node openai_test.mjs BASE_URL PNG
+// Exits non-zero (with the failing check) on any mismatch; prints "openai client: all checks passed".
+import fs from 'node:fs';
+import OpenAI from 'openai';
+
+const [base, pngPath] = process.argv.slice(2);
+const client = new OpenAI({ baseURL: base + '/v1', apiKey: 'not-needed', maxRetries: 0, timeout: 120000 });
+let checks = 0;
+function check(cond, what, detail) {
+  checks++;
+  if (!cond) throw new Error('check failed: ' + what + (detail === undefined ? '' : ': ' + JSON.stringify(detail)));
+}
+const user = (content) => [{ role: 'user', content }];
+
+// Models.
+const models = await client.models.list();
+check(models.data.length === 1 && models.data[0].id === 'm', 'models.list', models.data);
+check(models.data[0].owned_by === 'k3' && models.data[0].context_length === 512, 'model card', models.data[0]);
+
+// Chat, non-stream, thinking off.
+const plain = await client.chat.completions.create({
+  model: 'm', messages: user('Hello there'), max_tokens: 10, temperature: 0,
+  chat_template_kwargs: { thinking: false },
+});
+check(plain.object === 'chat.completion', 'object', plain.object);
+const msg = plain.choices[0].message;
+check(msg.role === 'assistant', 'role', msg);
+check(msg.reasoning_content === null, 'no reasoning when thinking is off', msg);
+check(['stop', 'length'].includes(plain.choices[0].finish_reason), 'finish_reason', plain.choices[0]);
+const u = plain.usage;
+check(u.total_tokens === u.prompt_tokens + u.completion_tokens && u.completion_tokens >= 1 && u.completion_tokens <= 10,
+  'usage', u);
+check(u.completion_tokens_details.reasoning_tokens === 0, 'reasoning_tokens', u);
+
+// The same request streamed: same token count, same finish_reason, usage chunk last.
+const stream = await client.chat.completions.create({
+  model: 'm', messages: user('Hello there'), max_tokens: 10, temperature: 0,
+  chat_template_kwargs: { thinking: false }, stream: true, stream_options: { include_usage: true },
+});
+let content = '', finish = null, usage = null, chunks = 0;
+for await (const chunk of stream) {
+  chunks++;
+  check(chunk.object === 'chat.completion.chunk', 'chunk object', chunk);
+  if (chunk.usage) usage = chunk.usage;
+  const c = chunk.choices[0];
+  if (!c) continue;
+  if (c.delta.content) content += c.delta.content;
+  check(!c.delta.reasoning_content, 'no reasoning deltas when thinking is off', c.delta);
+  if (c.finish_reason) finish = c.finish_reason;
+}
+check(chunks >= 3, 'stream chunks', chunks);
+check(finish === plain.choices[0].finish_reason, 'stream finish_reason', [finish, plain.choices[0].finish_reason]);
+check(usage && usage.completion_tokens === u.completion_tokens && usage.prompt_tokens === u.prompt_tokens,
+  'stream usage', [usage, u]);
+if (msg.content !== null && plain.choices[0].finish_reason === 'length') {
+  check(content === msg.content, 'streamed content equals the non-streamed content', [content, msg.content]);
+}
+
+// Reasoning split: thinking on streams reasoning_content first; usage counts reasoning tokens.
+const think = await client.chat.completions.create({
+  model: 'm', messages: user('Why is the sky blue?'), max_tokens: 12, temperature: 0, reasoning_effort: 'high',
+  stream: true, stream_options: { include_usage: true },
+});
+let reasoning = '', answer = '', tusage = null;
+for await (const chunk of think) {
+  if (chunk.usage) tusage = chunk.usage;
+  const d = chunk.choices[0]?.delta;
+  if (d?.reasoning_content) {
+    check(answer === '', 'reasoning comes before content', answer);
+    reasoning += d.reasoning_content;
+  }
+  if (d?.content) answer += d.content;
+}
+check(reasoning.length > 0, 'reasoning_content streamed', reasoning);
+check(tusage.completion_tokens_details.reasoning_tokens > 0 &&
+  tusage.completion_tokens_details.reasoning_tokens <= tusage.completion_tokens, 'reasoning usage', tusage);
+const nonStreamThink = await client.chat.completions.create({
+  model: 'm', messages: user('Why is the sky blue?'), max_tokens: 12, temperature: 0, reasoning_effort: 'high',
+});
+check('reasoning_content' in nonStreamThink.choices[0].message, 'reasoning_content field', nonStreamThink.choices[0]);
+
+// Tool calls: the K3 reply format parsed into tool_calls (through /detokenize's chat format), then
+// the round trip of that assistant message and the tool's result into the next request.
+const tools = [{
+  type: 'function',
+  function: {
+    name: 'get_weather', description: 'Weather forecast for a city',
+    parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+  },
+}];
+const reply = 'Checking.<|close|>think<|sep|><|open|>tools<|sep|><|open|>call tool="get_weather" index="0"<|sep|>' +
+  '<|open|>argument key="city" type="string"<|sep|>Oslo<|close|>argument<|sep|><|close|>call<|sep|>' +
+  '<|close|>tools<|sep|><|close|>message<|sep|><|end_of_msg|>';
+const post = async (path, body) => (await fetch(base + path, {
+  method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body),
+})).json();
+const ids = (await post('/tokenize', { prompt: reply })).tokens;
+const parsed = (await post('/detokenize', { tokens: ids, chat_format: true })).message;
+check(parsed.tool_calls?.length === 1 && parsed.tool_calls[0].function.name === 'get_weather' &&
+  JSON.parse(parsed.tool_calls[0].function.arguments).city === 'Oslo', 'parsed tool call', parsed);
+const round = await client.chat.completions.create({
+  model: 'm', tools, tool_choice: 'auto', max_tokens: 6, temperature: 0,
+  messages: [
+    { role: 'user', content: 'Weather in Oslo?' },
+    { role: 'assistant', content: null, reasoning_content: parsed.reasoning_content, tool_calls: parsed.tool_calls },
+    { role: 'tool', tool_call_id: parsed.tool_calls[0].id, content: '{"temp": 12}' },
+  ],
+});
+check(round.choices[0].message.role === 'assistant', 'tool round trip', round);
+const rendered = await post('/tokenize', {
+  messages: [
+    { role: 'user', content: 'Weather in Oslo?' },
+    { role: 'assistant', content: null, tool_calls: parsed.tool_calls },
+    { role: 'tool', tool_call_id: parsed.tool_calls[0].id, content: '{"temp": 12}' },
+  ], tools,
+});
+const text = (await post('/detokenize', { tokens: rendered.tokens })).prompt;
+check(text.includes('call tool="get_weather"') && text.includes('Oslo') && text.includes('{"temp": 12}'),
+  'the tool call and result are in the next prompt', text);
+
+// Completions API.
+const comp = await client.completions.create({ model: 'm', prompt: 'Once upon a time', max_tokens: 5, temperature: 0 });
+check(comp.object === 'text_completion' && typeof comp.choices[0].text === 'string' && comp.usage.completion_tokens <= 5,
+  'completion', comp);
+
+// An image as a data: URL.
+const png = fs.readFileSync(pngPath).toString('base64');
+const img = await client.chat.completions.create({
+  model: 'm', max_tokens: 4, temperature: 0,
+  messages: [{ role: 'user', content: [
+    { type: 'text', text: 'Describe this image.' },
+    { type: 'image_url', image_url: { url: 'data:image/png;base64,' + png } },
+  ] }],
+});
+check(img.usage.prompt_tokens > u.prompt_tokens, 'image tokens counted', img.usage);
+
+// Errors surface as APIError with the right status, message and param.
+async function expectError(fn, status, param, what) {
+  try {
+    await fn();
+  } catch (e) {
+    check(e instanceof OpenAI.APIError, what + ': APIError', String(e));
+    check(e.status === status, what + ': status', [e.status, e.message]);
+    if (param) check(e.param === param, what + ': param', [e.param, e.message]);
+    return e;
+  }
+  check(false, what + ': expected an error');
+}
+const e1 = await expectError(() => client.chat.completions.create({ model: 'nope', messages: user('x') }), 400,
+  'model', 'unknown model');
+check(e1 instanceof OpenAI.BadRequestError, 'BadRequestError', e1.constructor.name);
+await expectError(() => client.chat.completions.create({ model: 'm', messages: user('x'), n: 2 }), 400, 'n', 'n=2');
+await expectError(() => client.chat.completions.create({ model: 'm', messages: user('x'), logprobs: true }), 400,
+  'logprobs', 'logprobs');
+await expectError(() => client.chat.completions.create({ model: 'm', messages: user('x'), temperature: 'hot' }), 400,
+  'temperature', 'wrong type');
+await expectError(() => client.chat.completions.create({ model: 'm', messages: user('word '.repeat(2000)) }), 400,
+  'messages', 'prompt longer than the context');
+await expectError(() => client.chat.completions.create({
+  model: 'm', messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'https://x.invalid/a.png' } }] }],
+}), 400, 'messages', 'http image URL');
+await expectError(() => client.models.retrieve('other'), 404, null, 'unknown model id');
+const s = await expectError(async () => {
+  const st = await client.chat.completions.create({ model: 'm', messages: user('x'), stream: true, n: 3 });
+  for await (const _ of st) { /* not reached */ }
+}, 400, 'n', 'streamed request error');
+check(s instanceof OpenAI.BadRequestError, 'stream BadRequestError');
+
+console.log(`openai client: all checks passed (${checks} checks)`);

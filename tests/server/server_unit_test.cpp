@@ -1,0 +1,133 @@
+// The server library's pieces that need no model or socket: stop strings on streamed text, the
+// request field checks, the error envelope and the Prometheus histogram.
+#include <gtest/gtest.h>
+
+#include "server/api_error.h"
+#include "server/generation_params.h"
+#include "server/metrics.h"
+#include "server/stop_matcher.h"
+
+namespace k3::server {
+namespace {
+
+// Feeds `pieces` and returns everything emitted.
+std::string run_stops(std::vector<std::string> stops, const std::vector<std::string>& pieces, bool* matched) {
+  StopMatcher m(std::move(stops));
+  std::string out;
+  for (const std::string& p : pieces) out += m.push(p);
+  out += m.flush();
+  *matched = m.matched();
+  return out;
+}
+
+TEST(StopMatcher, CutsAtTheEarliestStopAcrossPieces) {
+  bool matched = false;
+  EXPECT_EQ(run_stops({"END"}, {"abc E", "N", "D tail"}, &matched), "abc ");
+  EXPECT_TRUE(matched);
+  EXPECT_EQ(run_stops({"xyz", "b"}, {"aaxy", "zb"}, &matched), "aa");
+  EXPECT_TRUE(matched);
+  EXPECT_EQ(run_stops({"END"}, {"abc EN", "d"}, &matched), "abc ENd");
+  EXPECT_FALSE(matched);
+  EXPECT_EQ(run_stops({}, {"a", "b"}, &matched), "ab");
+  EXPECT_EQ(run_stops({"\xc3\xa9t\xc3\xa9"}, {"l'\xc3\xa9", "t\xc3\xa9 x"}, &matched), "l'");  // "été"
+  EXPECT_TRUE(matched);
+  // A held partial match is released as soon as it cannot match any more.
+  StopMatcher m({"stop"});
+  EXPECT_EQ(m.push("go st"), "go ");
+  EXPECT_EQ(m.push("ay"), "stay");
+  EXPECT_EQ(m.push("s"), "");
+  EXPECT_EQ(m.push("top!"), "");
+  EXPECT_TRUE(m.matched());
+  EXPECT_EQ(m.push("more"), "");
+}
+
+void expect_rejected(const ojson& body, Endpoint e, const std::string& field) {
+  try {
+    parse_generation_params(body, e);
+    ADD_FAILURE() << "accepted " << body.dump();
+  } catch (const ApiError& err) {
+    EXPECT_EQ(err.status, 400);
+    EXPECT_EQ(err.param, field) << err.what();
+    EXPECT_NE(std::string(err.what()).find(field), std::string::npos) << err.what();
+  }
+}
+
+TEST(GenerationParams, ReadsAndChecksFields) {
+  const GenerationParams g = parse_generation_params(
+      ojson::parse(R"({"max_tokens": 5, "max_completion_tokens": 7, "temperature": 0.5, "top_p": 0.9,
+                       "top_k": -1, "seed": 42, "stop": "\n", "stream": true,
+                       "stream_options": {"include_usage": true}})"),
+      Endpoint::kChat);
+  EXPECT_EQ(g.max_tokens, 7);
+  EXPECT_FLOAT_EQ(g.sampling.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(g.sampling.top_p, 0.9f);
+  EXPECT_EQ(g.sampling.top_k, 0);
+  EXPECT_EQ(g.sampling.seed, 42u);
+  EXPECT_EQ(g.stop, std::vector<std::string>{"\n"});
+  EXPECT_TRUE(g.stream && g.include_usage);
+  EXPECT_EQ(parse_generation_params(ojson::object(), Endpoint::kCompletion).max_tokens, 16);
+  EXPECT_EQ(parse_generation_params(ojson::object(), Endpoint::kChat).max_tokens, 0);
+  EXPECT_EQ(parse_generation_params({{"max_tokens", 3.0}}, Endpoint::kChat).max_tokens, 3);
+
+  expect_rejected({{"max_tokens", 2.5}}, Endpoint::kChat, "max_tokens");
+  expect_rejected({{"temperature", 3}}, Endpoint::kChat, "temperature");
+  expect_rejected({{"top_p", 0}}, Endpoint::kChat, "top_p");
+  expect_rejected({{"top_k", "a"}}, Endpoint::kChat, "top_k");
+  expect_rejected({{"stop", ojson::array({""})}}, Endpoint::kChat, "stop");
+  expect_rejected({{"stream", "yes"}}, Endpoint::kChat, "stream");
+  expect_rejected({{"stream_options", {{"include_usage", true}}}}, Endpoint::kChat, "stream_options");
+  expect_rejected({{"n", 2}}, Endpoint::kChat, "n");
+  expect_rejected({{"best_of", 3}}, Endpoint::kCompletion, "best_of");
+  expect_rejected({{"logprobs", 1}}, Endpoint::kCompletion, "logprobs");
+  expect_rejected({{"suffix", "x"}}, Endpoint::kCompletion, "suffix");
+  expect_rejected({{"min_p", 0.05}}, Endpoint::kChat, "min_p");
+  expect_rejected({{"logit_bias", {{"1", 2}}}}, Endpoint::kChat, "logit_bias");
+  expect_rejected({{"response_format", {{"type", "json_object"}}}}, Endpoint::kChat, "response_format");
+  // Neutral values of unimplemented fields pass.
+  EXPECT_NO_THROW(parse_generation_params(ojson::parse(R"({"n": 1, "presence_penalty": 0, "frequency_penalty": 0.0,
+      "repetition_penalty": 1, "min_p": 0, "logprobs": false, "logit_bias": {}, "response_format": {"type": "text"}})"),
+                                          Endpoint::kChat));
+  try {
+    check_model_field({{"model", "x"}}, "m");
+    ADD_FAILURE();
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.code, "model_not_found");
+  }
+  EXPECT_NO_THROW(check_model_field({{"model", "m"}}, "m"));
+  EXPECT_NO_THROW(check_model_field(ojson::object(), "m"));
+}
+
+TEST(ApiError, EnvelopeHasExactlyTheFourFields) {
+  const ojson e = error_envelope(400, "bad", "temperature", "");
+  EXPECT_EQ(e.dump(), R"({"error":{"message":"bad","type":"invalid_request_error","param":"temperature","code":null}})");
+  EXPECT_EQ(error_envelope(401, "k")["error"]["type"], "authentication_error");
+  EXPECT_EQ(error_envelope(429, "k")["error"]["type"], "rate_limit_error");
+  EXPECT_EQ(error_envelope(500, "k")["error"]["type"], "server_error");
+}
+
+TEST(Metrics, HistogramIsCumulative) {
+  Histogram h({0.1, 1.0});
+  h.observe(0.05);
+  h.observe(0.5);
+  h.observe(0.5);
+  h.observe(7.0);
+  std::string out;
+  h.render(out, "x", "help");
+  EXPECT_NE(out.find("x_bucket{le=\"0.1\"} 1\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("x_bucket{le=\"1\"} 3\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("x_bucket{le=\"+Inf\"} 4\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("x_sum 8.05\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("x_count 4\n"), std::string::npos) << out;
+  ServerMetrics m;
+  SchedulerStats s;
+  s.running = 3;
+  s.reserved_bytes = 50;
+  m.count_finish("stop");
+  const std::string text = m.render(&s, 200);
+  EXPECT_NE(text.find("k3_requests_running 3\n"), std::string::npos);
+  EXPECT_NE(text.find("k3_cache_usage_ratio 0.25\n"), std::string::npos);
+  EXPECT_NE(text.find("k3_requests_finished_total{reason=\"stop\"} 1\n"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace k3::server
