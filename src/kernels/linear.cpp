@@ -19,6 +19,14 @@ void mxfp4_shuffle_activations(const float* x, int64_t cols, float* xs) {
     }
 }
 
+void mxfp4_shuffle_activations_wide(const float* x, int64_t cols, float* xs) {
+  const int64_t full = cols / 128 * 128;
+  for (int64_t b = 0; b < full; b += 128)
+    for (int k = 0; k < 8; ++k)
+      for (int i = 0; i < 16; ++i) xs[b + 16 * k + i] = x[b + 8 * i + k];
+  mxfp4_shuffle_activations(x + full, cols - full, xs + full);
+}
+
 namespace {
 
 // Runs rows [r0, r1) on the active ISA; x is already prepared (shuffled for MXFP4).
@@ -34,7 +42,8 @@ void rows_on(Isa isa, const Matrix& w, const float* x, int64_t n, float* y, int6
 const float* prepare(Isa isa, const Matrix& w, const float* x, int64_t n, std::vector<float>& buf) {
   if (isa == Isa::kRef || w.format != WeightFormat::kMxfp4) return x;
   buf.resize(static_cast<size_t>(n * w.cols));
-  for (int64_t t = 0; t < n; ++t) mxfp4_shuffle_activations(x + t * w.cols, w.cols, buf.data() + t * w.cols);
+  auto shuffle = isa == Isa::kAvx512 ? mxfp4_shuffle_activations_wide : mxfp4_shuffle_activations;
+  for (int64_t t = 0; t < n; ++t) shuffle(x + t * w.cols, w.cols, buf.data() + t * w.cols);
   return buf.data();
 }
 

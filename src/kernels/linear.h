@@ -35,10 +35,15 @@ void linear_rows(const Matrix& w, const float* x, int64_t n, float* y, int64_t r
 }
 namespace avx512 {
 void linear_rows(const Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1);
+// MXFP4 rows; x in the wide order (mxfp4_shuffle_activations_wide).
+void linear_rows_mxfp4(const Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1);
 }
 
 // MXFP4 kernels read x in a per-32-column "even then odd" order, so packed nibbles need no
 // interleaving in registers: xs[g*32 + j] = x[g*32 + 2j], xs[g*32 + 16 + j] = x[g*32 + 2j + 1].
 void mxfp4_shuffle_activations(const float* x, int64_t cols, float* xs);
+// The AVX-512 order: each full 128-column block b is stored as 8 runs of 16,
+// xs[b*128 + 16k + i] = x[b*128 + 8i + k]; the trailing cols % 128 use the per-32 order above.
+void mxfp4_shuffle_activations_wide(const float* x, int64_t cols, float* xs);
 
 }  // namespace k3
