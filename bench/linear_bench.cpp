@@ -12,6 +12,7 @@
 #include "base/numeric_types.h"
 #include "base/thread_pool.h"
 #include "kernels/linear.h"
+#include "perf/machine.h"
 
 namespace k3 {
 namespace {
@@ -71,12 +72,21 @@ void BM_linear(benchmark::State& st, WeightFormat f) {
 void bf16(benchmark::State& st) { BM_linear(st, WeightFormat::kBF16); }
 void mxfp4(benchmark::State& st) { BM_linear(st, WeightFormat::kMxfp4); }
 
+// The machine's fp32 FMA peak on this thread (the same probe k3 bench uses), for ratios.
+void fma_peak(benchmark::State& st) {
+  double flops = 0;
+  for (auto _ : st) flops += perf_isa::fma_loop_avx512(1 << 16);
+  st.counters["GFLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsRate);
+}
+BENCHMARK(fma_peak);
+
 BENCHMARK(mxfp4)->Name("mxfp4_gemv_hot")->Args({512, 3584, 1, 1});
 BENCHMARK(mxfp4)->Name("mxfp4_gemv_cold")->Args({3072, 3584, 1, 160});
 BENCHMARK(mxfp4)->Name("mxfp4_gemm_hot")->Args({256, 3584, 64, 1});
 BENCHMARK(bf16)->Name("bf16_gemv_hot")->Args({256, 3584, 1, 1});
 BENCHMARK(bf16)->Name("bf16_gemv_cold")->Args({2048, 7168, 1, 40});
 BENCHMARK(bf16)->Name("gemm_bf16")->Args({1024, 4096, 256, 1});
+BENCHMARK(bf16)->Name("gemm_bf16_l2")->Args({32, 4096, 48, 1});
 
 }  // namespace
 }  // namespace k3
