@@ -39,6 +39,8 @@ void linear_rows(const Matrix& w, const float* x, int64_t n, float* y, int64_t r
 void linear_rows_mxfp4(const Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1);
 // Dense (f32 / bf16) rows for many tokens: packed, register-blocked GEMM, same sums as the GEMV.
 void linear_rows_gemm(const Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1);
+// Dense rows for one token (decode).
+void linear_rows_gemv(const Matrix& w, const float* x, float* y, int64_t r0, int64_t r1);
 }
 
 // MXFP4 kernels read x in a per-32-column "even then odd" order, so packed nibbles need no

@@ -62,6 +62,10 @@ void linear_rows(const Matrix& w, const float* x, int64_t n, float* y, int64_t r
     linear_rows_mxfp4(w, x, n, y, r0, r1);
     return;
   }
+  if (n == 1) {
+    linear_rows_gemv(w, x, y, r0, r1);
+    return;
+  }
   if (n >= 8) {
     linear_rows_gemm(w, x, n, y, r0, r1);
     return;
