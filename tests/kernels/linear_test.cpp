@@ -5,6 +5,7 @@
 #include <cstring>
 #include <tuple>
 
+#include "base/error.h"
 #include "base/numeric_types.h"
 #include "kernels/kernel_test_util.h"
 #include "kernels/linear.h"
@@ -162,6 +163,51 @@ TEST(LinearMxfp4, ExtremeScales) {
     linear(m, x.data(), 1, y.data());
     for (int64_t i = 0; i < rows; ++i) ASSERT_NEAR(y[i], want[i], 1e-5 * top) << i;
   });
+}
+
+// Precision::kBf16: bf16 weights times bf16-rounded activations, fp32 accumulation, on every
+// ISA (vdpbf16ps where available); batch-invariant within the precision; other formats exact.
+TEST(LinearBf16Precision, MatchesRoundedReferenceAndIsBatchInvariant) {
+  Rng rng(17);
+  for (auto [R, C, n] : {std::tuple<int64_t, int64_t, int64_t>{5, 32, 1}, {37, 320, 6}, {9, 1037, 13}, {33, 2100, 50},
+                         {4, 96, 7}}) {
+    SCOPED_TRACE(::testing::Message() << R << "x" << C << " n=" << n);
+    TestMatrix t = make_matrix(WeightFormat::kBF16, R, C, rng);
+    std::vector<float> x = random_vec(rng, n * C), xr(n * C);
+    ref::round_to_bf16(x.data(), n * C, xr.data());
+    const std::vector<double> want = exact_product(t.m, xr, n);
+    double scale = 0;
+    for (double v : want) scale = std::max(scale, std::fabs(v));
+    for_each_isa([&](Isa) {
+      LinearPrecisionScope bf16(Precision::kBf16);
+      std::vector<float> all(n * R);
+      linear(t.m, x.data(), n, all.data());
+      for (size_t i = 0; i < all.size(); ++i)
+        ASSERT_NEAR(all[i], want[i], 1e-5 * (scale + 1.0) * std::sqrt(static_cast<double>(C))) << i;
+      for (int64_t tok = 0; tok < n; ++tok) {
+        std::vector<float> one(R);
+        linear(t.m, x.data() + tok * C, 1, one.data());
+        for (int64_t r = 0; r < R; ++r) ASSERT_EQ(one[r], all[tok * R + r]);
+      }
+      std::vector<float> part(n * R, 0.0f);
+      linear_rows(t.m, x.data(), n, part.data(), 1, R - 1);
+      for (int64_t tok = 0; tok < n; ++tok)
+        for (int64_t r = 1; r < R - 1; ++r) ASSERT_EQ(part[tok * R + r], all[tok * R + r]);
+    });
+  }
+  EXPECT_EQ(linear_precision(), Precision::kF32);  // the scope restored it
+  // MXFP4 weights ignore the setting.
+  TestMatrix q = make_matrix(WeightFormat::kMxfp4, 8, 64, rng);
+  std::vector<float> x = random_vec(rng, 64), a(8), b(8);
+  linear(q.m, x.data(), 1, a.data());
+  {
+    LinearPrecisionScope bf16(Precision::kBf16);
+    linear(q.m, x.data(), 1, b.data());
+  }
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(parse_precision("bf16"), Precision::kBf16);
+  EXPECT_EQ(parse_precision("fp32"), Precision::kF32);
+  EXPECT_THROW(parse_precision("fp16"), Error);
 }
 
 TEST(LinearTransposed, MatchesPlainSum) {
