@@ -10,6 +10,7 @@ namespace k3::cli {
 
 void add_generate_command(CLI::App& app, Runner& run) {
   struct Args {
+    std::string precision = "fp32";
     std::string model, prompt_ids;
     int max_tokens = 16;
     float temperature = 0.0f, top_p = 1.0f;
@@ -29,12 +30,17 @@ void add_generate_command(CLI::App& app, Runner& run) {
   sub->add_option("--seed", a->seed, "Sampling seed");
   sub->add_option("--ctx", a->ctx, "Context limit in tokens (default: the model's)");
   sub->add_option("--prefill-chunk", a->chunk, "Prompt tokens per forward pass")->check(CLI::PositiveNumber);
+  sub->add_option("--precision", a->precision,
+                  "fp32 (exact, default) or bf16 (activations of bf16-weight products rounded to bf16, AVX512-BF16)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   sub->add_flag("--ignore-eos", a->ignore_eos, "Do not stop at end-of-message tokens");
   sub->callback([a, &run] {
     run = [a]() {
       const std::vector<int32_t> prompt = parse_token_ids(a->prompt_ids);
       K3_CHECK(!prompt.empty(), "--prompt-ids is empty");
-      auto model = Model::load(resolve_model_dir(a->model));
+      ModelOptions options;
+      options.precision = parse_precision(a->precision);
+      auto model = Model::load(resolve_model_dir(a->model), options);
       GenerateOptions opt;
       opt.max_tokens = a->max_tokens;
       opt.sampling = {a->temperature, a->top_k, a->top_p, a->seed};
