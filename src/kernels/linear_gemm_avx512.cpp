@@ -29,7 +29,7 @@ namespace {
 
 // Tuned on Sapphire/Emerald Rapids (48 KB L1, 2 MB L2): a 4-row weight tile (16 KB) and a
 // 6-token activation tile (24 KB) per micro-kernel call; the packed activations (~1 MB) in L2.
-constexpr int64_t kRows = 8, kTok = 48, kCols = 1024;  // kRows % 4 == 0, kTok % 6 == 0, kCols % 16 == 0
+constexpr int64_t kRows = 16, kTok = 48, kCols = 1024;  // kRows % 4 == 0, kTok % 6 == 0, kCols % 16 == 0
 constexpr int kR = 4, kT = 6;
 
 inline __m512 widen(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
@@ -91,8 +91,9 @@ template <typename W>
 void gemm(const Matrix& m, const float* x, int64_t n, float* y, int64_t r0, int64_t r1) {
   const W* base = static_cast<const W*>(m.data);
   const int64_t cols = m.cols, chunks = (cols + kCols - 1) / kCols;
-  // Tokens per block: their packed activations (chunks * kCols floats each) within ~1 MB.
-  const int64_t tok = std::clamp<int64_t>((int64_t{1} << 18) / (chunks * kCols) / kT * kT, kT, kTok);
+  // Tokens per block: the weights stream from memory once per block, so blocks are long; the
+  // packed activations (up to ~2.4 MB at 12288 columns) are re-read from L2/L3 per row block.
+  const int64_t tok = kTok;
   // One 64-byte-aligned scratch block per thread (unaligned 64-byte loads split cache lines).
   const size_t need = static_cast<size_t>(kRows * kCols + tok * chunks * kCols + kRows * tok * 16 + 16);
   thread_local std::vector<float> scratch;
