@@ -39,7 +39,7 @@ void write_text(const std::string& path, const std::string& text) {
 
 void add_bench_command(CLI::App& app, Runner& run) {
   struct Args {
-    std::string model, json, plot, filter;
+    std::string model, json, plot, filter, precision = "fp32";
     int threads = 0, reps = 5, prompt = 128, decode = 8;
     bool quick = false, no_model = false, no_kernels = false, pin = false;
   };
@@ -54,6 +54,8 @@ void add_bench_command(CLI::App& app, Runner& run) {
   sub->add_option("--json", a->json, "Also write the results as JSON");
   sub->add_option("--plot", a->plot, "Also write an SVG chart of ratio-to-limit per figure");
   sub->add_option("--filter", a->filter, "Only kernels whose name contains this");
+  sub->add_option("--precision", a->precision, "Model figures in fp32 (exact, default) or bf16 (opt-in fast prefill)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   sub->add_flag("--quick", a->quick, "Small shapes and the tiny default model (a smoke run, not a measurement)");
   sub->add_flag("--no-model", a->no_model, "Skip the whole-model figures");
   sub->add_flag("--no-kernels", a->no_kernels, "Skip the kernel figures");
@@ -74,12 +76,14 @@ void add_bench_command(CLI::App& app, Runner& run) {
       }
       if (!a->no_model) {
         const std::string dir = !a->model.empty() ? a->model : a->quick ? resolve_model_dir("") : bench_model_dir();
-        auto model = Model::load(dir);
+        ModelOptions options;
+        options.precision = parse_precision(a->precision);
+        auto model = Model::load(dir, options);
         ModelBenchOptions mo;
         mo.reps = a->reps;
         mo.prompt_tokens = a->quick ? std::min(a->prompt, 32) : a->prompt;
         mo.decode_tokens = a->decode;
-        report.model = run_model_bench(*model, dir, report.machine, pool, mo);
+        report.model = run_model_bench(*model, a->precision == "bf16" ? dir + " [--precision bf16]" : dir, report.machine, pool, mo);
       }
       std::fputs(format_table(report).c_str(), stdout);
       if (!a->json.empty()) write_text(a->json, to_json(report).dump(2) + "\n");

@@ -22,7 +22,7 @@ namespace k3::cli {
 
 void add_generate_command(CLI::App& app, Runner& run) {
   struct Args {
-    std::string model, prompt_ids, prompt, effort = "max";
+    std::string model, prompt_ids, prompt, effort = "max", precision = "fp32";
     std::vector<std::string> images;
     bool no_think = false;
     int max_tokens = 16;
@@ -53,6 +53,9 @@ void add_generate_command(CLI::App& app, Runner& run) {
   sub->add_option("--seed", a->seed, "Sampling seed");
   sub->add_option("--ctx", a->ctx, "Context limit in tokens (default: the model's)");
   sub->add_option("--prefill-chunk", a->chunk, "Prompt tokens per forward pass")->check(CLI::PositiveNumber);
+  sub->add_option("--precision", a->precision,
+                  "fp32 (exact, default) or bf16 (activations of bf16-weight products rounded to bf16, AVX512-BF16)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   sub->add_flag("--ignore-eos", a->ignore_eos, "Do not stop at end-of-message tokens");
   sub->callback([a, &run] {
     run = [a]() {
@@ -63,7 +66,9 @@ void add_generate_command(CLI::App& app, Runner& run) {
         K3_CHECK(!given.empty(), "--prompt-ids is empty");
       }
       const std::string dir = resolve_model_dir(a->model);
-      auto model = Model::load(dir);
+      ModelOptions options;
+      options.precision = parse_precision(a->precision);
+      auto model = Model::load(dir, options);
 
       // Images: decoded and encoded (one pass each) before anything is generated.
       std::vector<PromptImage> images;

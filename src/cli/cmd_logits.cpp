@@ -9,6 +9,7 @@ namespace k3::cli {
 
 void add_logits_command(CLI::App& app, Runner& run) {
   struct Args {
+    std::string precision = "fp32";
     std::string model, prompt_ids, out;
     int64_t chunk = 512;
   };
@@ -18,11 +19,16 @@ void add_logits_command(CLI::App& app, Runner& run) {
   sub->add_option("--prompt-ids", a->prompt_ids, "Prompt token ids, e.g. 1,2,3")->required();
   sub->add_option("--out", a->out, "Output .safetensors file")->required();
   sub->add_option("--prefill-chunk", a->chunk, "Prompt tokens per forward pass")->check(CLI::PositiveNumber);
+  sub->add_option("--precision", a->precision,
+                  "fp32 (exact, default) or bf16 (activations of bf16-weight products rounded to bf16, AVX512-BF16)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   sub->callback([a, &run] {
     run = [a]() {
       const std::vector<int32_t> prompt = parse_token_ids(a->prompt_ids);
       K3_CHECK(!prompt.empty(), "--prompt-ids is empty");
-      auto model = Model::load(resolve_model_dir(a->model));
+      ModelOptions options;
+      options.precision = parse_precision(a->precision);
+      auto model = Model::load(resolve_model_dir(a->model), options);
       SequenceState state = model->new_sequence();
       std::vector<float> logits = prefill_logits(*model, state, prompt, a->chunk);
       SafetensorsWriter w;

@@ -1,5 +1,7 @@
 #include "kernels/linear.h"
 
+#include <atomic>
+#include <string>
 #include <vector>
 
 #include "base/cpu_features.h"
@@ -11,12 +13,43 @@
 
 namespace k3 {
 
+namespace {
+std::atomic<int> g_precision{static_cast<int>(Precision::kF32)};
+}
+
+void set_linear_precision(Precision p) { g_precision.store(static_cast<int>(p), std::memory_order_relaxed); }
+Precision linear_precision() { return static_cast<Precision>(g_precision.load(std::memory_order_relaxed)); }
+
+const char* precision_name(Precision p) { return p == Precision::kBf16 ? "bf16" : "fp32"; }
+
+Precision parse_precision(const std::string& name) {
+  if (name == "fp32") return Precision::kF32;
+  if (name == "bf16") return Precision::kBf16;
+  fail("unknown precision '", name, "' (expected fp32 or bf16)");
+}
+
+bool bf16_dot_available() { return active_isa() == Isa::kAvx512 && cpu_features().avx512_bf16; }
+
+namespace ref {
+void round_to_bf16(const float* x, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(f32_to_bf16(x[i]));
+}
+}  // namespace ref
+
 void mxfp4_shuffle_activations(const float* x, int64_t cols, float* xs) {
   for (int64_t g = 0; g < cols; g += 32)
     for (int j = 0; j < 16; ++j) {
       xs[g + j] = x[g + 2 * j];
       xs[g + 16 + j] = x[g + 2 * j + 1];
     }
+}
+
+void mxfp4_shuffle_activations_wide(const float* x, int64_t cols, float* xs) {
+  const int64_t full = cols / 128 * 128;
+  for (int64_t b = 0; b < full; b += 128)
+    for (int k = 0; k < 8; ++k)
+      for (int i = 0; i < 16; ++i) xs[b + 16 * k + i] = x[b + 8 * i + k];
+  mxfp4_shuffle_activations(x + full, cols - full, xs + full);
 }
 
 namespace {
@@ -34,8 +67,44 @@ void rows_on(Isa isa, const Matrix& w, const float* x, int64_t n, float* y, int6
 const float* prepare(Isa isa, const Matrix& w, const float* x, int64_t n, std::vector<float>& buf) {
   if (isa == Isa::kRef || w.format != WeightFormat::kMxfp4) return x;
   buf.resize(static_cast<size_t>(n * w.cols));
-  for (int64_t t = 0; t < n; ++t) mxfp4_shuffle_activations(x + t * w.cols, w.cols, buf.data() + t * w.cols);
+  auto shuffle = isa == Isa::kAvx512 ? mxfp4_shuffle_activations_wide : mxfp4_shuffle_activations;
+  for (int64_t t = 0; t < n; ++t) shuffle(x + t * w.cols, w.cols, buf.data() + t * w.cols);
   return buf.data();
+}
+
+// Activations for the bf16 path: on AVX512-BF16 the bf16 values themselves (64-byte aligned,
+// rows padded to whole 32-column steps plus 64 bytes against 4K aliasing); elsewhere their
+// fp32 widening, for the ordinary fp32 kernels.
+struct Bf16Activations {
+  std::vector<uint16_t> storage;
+  const uint16_t* bf16 = nullptr;
+  int64_t stride = 0;
+  std::vector<float> widened;
+};
+
+void prepare_bf16(const Matrix& w, const float* x, int64_t n, Bf16Activations& a) {
+  if (!bf16_dot_available()) {
+    a.widened.resize(static_cast<size_t>(n * w.cols));
+    ref::round_to_bf16(x, n * w.cols, a.widened.data());
+    return;
+  }
+  a.stride = (w.cols + 31) / 32 * 32 + 32;
+  a.storage.assign(static_cast<size_t>(n * a.stride + 32), 0);
+  uint16_t* p = a.storage.data() + ((64 - reinterpret_cast<uintptr_t>(a.storage.data()) % 64) % 64) / 2;
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t c = 0; c < w.cols; ++c) p[t * a.stride + c] = f32_to_bf16(x[t * w.cols + c]);
+  a.bf16 = p;
+}
+
+bool use_bf16(const Matrix& w) { return w.format == WeightFormat::kBF16 && linear_precision() == Precision::kBf16; }
+
+// Rows [r0, r1) with everything prepared.
+void rows_prepared(Isa isa, const Matrix& w, const float* xp, const Bf16Activations* a, int64_t n, float* y,
+                   int64_t r0, int64_t r1) {
+  if (a != nullptr && a->bf16 != nullptr)
+    avx512::linear_rows_bf16dot(w, a->bf16, a->stride, n, y, r0, r1);
+  else
+    rows_on(isa, w, a != nullptr ? a->widened.data() : xp, n, y, r0, r1);
 }
 
 }  // namespace
@@ -44,22 +113,29 @@ void linear_rows(const Matrix& w, const float* x, int64_t n, float* y, int64_t r
   if (n <= 0 || r1 <= r0) return;
   const Isa isa = active_isa();
   std::vector<float> buf;
-  rows_on(isa, w, prepare(isa, w, x, n, buf), n, y, r0, r1);
+  Bf16Activations a;
+  const bool bf = use_bf16(w);
+  if (bf) prepare_bf16(w, x, n, a);
+  rows_prepared(isa, w, bf ? nullptr : prepare(isa, w, x, n, buf), bf ? &a : nullptr, n, y, r0, r1);
 }
 
 void linear(const Matrix& w, const float* x, int64_t n, float* y) {
   if (n <= 0 || w.rows <= 0) return;
   const Isa isa = active_isa();
   std::vector<float> buf;
-  const float* xp = prepare(isa, w, x, n, buf);
+  Bf16Activations a;
+  const bool bf = use_bf16(w);
+  if (bf) prepare_bf16(w, x, n, a);
+  const float* xp = bf ? nullptr : prepare(isa, w, x, n, buf);
+  const Bf16Activations* ap = bf ? &a : nullptr;
   // Small products are not worth waking the workers for.
   const double work = static_cast<double>(w.rows) * static_cast<double>(w.cols) * static_cast<double>(n);
   ThreadPool& pool = global_pool();
   if (work < 64.0 * 1024 || pool.size() == 1 || w.rows < 32) {
-    rows_on(isa, w, xp, n, y, 0, w.rows);
+    rows_prepared(isa, w, xp, ap, n, y, 0, w.rows);
     return;
   }
-  pool.parallel_for(w.rows, 16, [&](int64_t b, int64_t e, int) { rows_on(isa, w, xp, n, y, b, e); });
+  pool.parallel_for(w.rows, 16, [&](int64_t b, int64_t e, int) { rows_prepared(isa, w, xp, ap, n, y, b, e); });
 }
 
 void linear_transposed(const Matrix& w, const float* x, int64_t n, float* y) {

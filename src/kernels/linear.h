@@ -9,10 +9,37 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "kernels/matrix.h"
 
 namespace k3 {
+
+// Arithmetic of products with bf16 weights.  kF32 (the default) is exact fp32 math.  kBf16 is
+// the opt-in fast path: activations are rounded to bf16 (nearest even) and multiplied with
+// AVX512-BF16 dot products (vdpbf16ps) where the CPU has them, or with the fp32 kernels on the
+// rounded activations elsewhere.  It applies to every n (decode too), so batch invariance holds
+// within each precision.  fp32 and MXFP4 weights always use exact fp32 math.  The setting is
+// process-wide (one forward pass at a time sets it; see Model's ModelOptions::precision).
+enum class Precision { kF32, kBf16 };
+void set_linear_precision(Precision p);
+Precision linear_precision();
+const char* precision_name(Precision p);
+Precision parse_precision(const std::string& name);  // "fp32" | "bf16"; throws k3::Error
+// Whether kBf16 runs on vdpbf16ps here (AVX-512 dispatch and a CPU with AVX512-BF16).
+bool bf16_dot_available();
+
+// Sets the precision for its lifetime, restoring the previous one.
+class LinearPrecisionScope {
+ public:
+  explicit LinearPrecisionScope(Precision p) : saved_(linear_precision()) { set_linear_precision(p); }
+  ~LinearPrecisionScope() { set_linear_precision(saved_); }
+  LinearPrecisionScope(const LinearPrecisionScope&) = delete;
+  LinearPrecisionScope& operator=(const LinearPrecisionScope&) = delete;
+
+ private:
+  Precision saved_;
+};
 
 // Dispatches on active_isa().
 void linear(const Matrix& w, const float* x, int64_t n, float* y);
@@ -28,6 +55,8 @@ void linear_rows(const Matrix& w, const float* x, int64_t n, float* y, int64_t r
 void linear_transposed(const Matrix& w, const float* x, float* y);
 // Widens / decodes row r into out[cols].
 void dequant_row(const Matrix& w, int64_t r, float* out);
+// out[i] = x[i] rounded to bf16 (nearest even) and widened back.
+void round_to_bf16(const float* x, int64_t n, float* out);
 }  // namespace ref
 
 namespace avx2 {
@@ -35,10 +64,23 @@ void linear_rows(const Matrix& w, const float* x, int64_t n, float* y, int64_t r
 }
 namespace avx512 {
 void linear_rows(const Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1);
+// MXFP4 rows; x in the wide order (mxfp4_shuffle_activations_wide).
+void linear_rows_mxfp4(const Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1);
+// Dense (f32 / bf16) rows for many tokens: packed, register-blocked GEMM, same sums as the GEMV.
+void linear_rows_gemm(const Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1);
+// Dense rows for one token (decode).
+void linear_rows_gemv(const Matrix& w, const float* x, float* y, int64_t r0, int64_t r1);
+// bf16 weights x bf16 activations (xb: n rows at stride xstride, 64-byte aligned, zero-padded
+// to whole 32-column steps) with vdpbf16ps; needs AVX512-BF16.
+void linear_rows_bf16dot(const Matrix& w, const uint16_t* xb, int64_t xstride, int64_t n, float* y, int64_t r0,
+                         int64_t r1);
 }
 
 // MXFP4 kernels read x in a per-32-column "even then odd" order, so packed nibbles need no
 // interleaving in registers: xs[g*32 + j] = x[g*32 + 2j], xs[g*32 + 16 + j] = x[g*32 + 2j + 1].
 void mxfp4_shuffle_activations(const float* x, int64_t cols, float* xs);
+// The AVX-512 order: each full 128-column block b is stored as 8 runs of 16,
+// xs[b*128 + 16k + i] = x[b*128 + 8i + k]; the trailing cols % 128 use the per-32 order above.
+void mxfp4_shuffle_activations_wide(const float* x, int64_t cols, float* xs);
 
 }  // namespace k3

@@ -58,6 +58,18 @@ struct Traits {
 }  // namespace
 
 void linear_rows(const Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1) {
+  if (w.format == WeightFormat::kMxfp4) {
+    linear_rows_mxfp4(w, x, n, y, r0, r1);
+    return;
+  }
+  if (n == 1) {
+    linear_rows_gemv(w, x, y, r0, r1);
+    return;
+  }
+  if (n >= 8) {
+    linear_rows_gemm(w, x, n, y, r0, r1);
+    return;
+  }
   tiles::Linear<Traits>::rows(w, x, n, y, r0, r1);
 }
 

@@ -31,7 +31,10 @@ void moe_forward(const MoeWeights& w, const TextConfig& c, const float* x, int64
   {
     ScopedPhase phase(Phase::kRouter);
     std::vector<float> logits(n * E);
-    linear(w.router, x, n, logits.data());
+    {  // routing decisions are discrete: always exact fp32, whatever the precision setting
+      const LinearPrecisionScope exact(Precision::kF32);
+      linear(w.router, x, n, logits.data());
+    }
     for (int64_t t = 0; t < n; ++t)
       route_topk(&logits[t * E], w.router_bias.data(), E, K, c.renormalize, c.routed_scaling_factor, &sel[t * K],
                  &weight[t * K]);

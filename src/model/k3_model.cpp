@@ -121,6 +121,7 @@ void Model::forward(std::span<const SequenceInput> batch, std::vector<float>* lo
   }
   const int64_t N = layout.rows;
   if (N == 0) return;
+  const LinearPrecisionScope precision(options_.precision);
 
   std::vector<float> embedding(N * d);
   {

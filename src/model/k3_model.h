@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "io/checkpoint.h"
+#include "kernels/linear.h"
 #include "model/batch.h"
 #include "model/k3_config.h"
 #include "model/kda_layer.h"
@@ -37,6 +38,10 @@ struct ModelOptions {
   KdaOptions kda;
   MlaOptions mla;
   BindOptions bind;
+  // kF32: exact fp32 math (default).  kBf16: products with bf16 weights round their
+  // activations to bf16 and use AVX512-BF16 dot products (kernels/linear.h); faster prefill,
+  // logits within ~1e-2 of the exact path (tests/model/precision_test.cpp reports the error).
+  Precision precision = Precision::kF32;
 };
 
 class Model {

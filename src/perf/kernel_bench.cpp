@@ -208,7 +208,21 @@ std::vector<BenchResult> run_kernel_benches(ThreadPool& pool, const MachineLimit
     jobs.push_back({"mxfp4_gemv w2", [&] { out.push_back(bench_mxfp4_gemv(pool, m, q ? 448 : 3584, q ? 384 : 3072, "w2", reps, q)); }});
   }
   if (want("gemm")) {
-    jobs.push_back({"gemm", [&] { out.push_back(bench_gemm(pool, m, q ? 512 : 7168, q ? 768 : 12288, q ? 32 : 256, reps)); }});
+    jobs.push_back({"gemm", [&] {
+                      const int64_t rows = q ? 512 : 7168, cols = q ? 768 : 12288, n = q ? 32 : 256;
+                      BenchResult exact = bench_gemm(pool, m, rows, cols, n, reps);
+                      out.push_back(exact);
+                      // The opt-in --precision bf16 path: bf16-rounded activations, vdpbf16ps.
+                      if (m.bf16_gflops > 0 && bf16_dot_available()) {
+                        const LinearPrecisionScope bf16(Precision::kBf16);
+                        BenchResult r = bench_gemm(pool, m, rows, cols, n, reps);
+                        r.name = "gemm_bf16act_" + std::to_string(rows) + "x" + std::to_string(cols) + "_n" + std::to_string(n);
+                        r.ratio_to_limit = r.value / m.bf16_gflops;
+                        r.limit = "bf16 dot-product peak (--precision bf16)";
+                        r.note = std::to_string(r.value / exact.value).substr(0, 4) + "x the exact fp32 GEMM";
+                        out.push_back(r);
+                      }
+                    }});
   }
   if (want("kda")) {
     jobs.push_back({"kda", [&] {

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <tuple>
 
+#include "base/error.h"
 #include "base/numeric_types.h"
 #include "kernels/kernel_test_util.h"
 #include "kernels/linear.h"
@@ -72,10 +74,12 @@ TEST_P(LinearTest, MatchesReferenceOverShapes) {
   Rng rng(7);
   const std::vector<std::pair<int64_t, int64_t>> shapes = {{1, 32},   {3, 64},   {4, 96},    {5, 128},  {7, 160},
                                                            {9, 1},    {17, 15},  {13, 33},   {33, 257}, {64, 512},
-                                                           {130, 96}, {11, 1000}, {6, 2048}, {2, 4096}};
+                                                           {130, 96}, {11, 1000}, {6, 2048}, {2, 4096},
+                                                           {21, 4224}, {5, 2400}};
   for (auto [rows, cols] : shapes) {
     if (fmt == WeightFormat::kMxfp4 && cols % 32 != 0) continue;
-    for (int64_t n : {1, 2, 5}) {
+    for (int64_t n : {1, 2, 5, 19}) {
+      if (n == 19 && rows * cols > 70000) continue;
       SCOPED_TRACE(::testing::Message() << rows << "x" << cols << " n=" << n);
       TestMatrix t = make_matrix(fmt, rows, cols, rng);
       std::vector<float> x = random_vec(rng, n * cols);
@@ -96,28 +100,115 @@ TEST_P(LinearTest, MatchesReferenceOverShapes) {
 TEST_P(LinearTest, BatchInvariant) {
   const WeightFormat fmt = GetParam();
   Rng rng(11);
-  TestMatrix t = make_matrix(fmt, 37, 320, rng);
-  const int64_t n = 6;
-  std::vector<float> x = random_vec(rng, n * 320);
-  for_each_isa([&](Isa) {
-    std::vector<float> all(n * 37);
-    linear(t.m, x.data(), n, all.data());
-    for (int64_t tok = 0; tok < n; ++tok) {
-      std::vector<float> one(37);
-      linear(t.m, x.data() + tok * 320, 1, one.data());
-      for (int r = 0; r < 37; ++r) ASSERT_EQ(one[r], all[tok * 37 + r]);
-    }
-    // Row ranges give the same values as the full product.
-    std::vector<float> part(n * 37, 0.0f);
-    linear_rows(t.m, x.data(), n, part.data(), 5, 23);
-    for (int64_t tok = 0; tok < n; ++tok)
-      for (int r = 5; r < 23; ++r) ASSERT_EQ(part[tok * 37 + r], all[tok * 37 + r]);
-  });
+  // (rows, cols, n): small; several column blocks with a 32-group tail; many token tiles.
+  // Dense only (cols % 32 != 0): column tails inside the GEMM path; more tokens than one block.
+  for (auto [R, C, n] : {std::tuple<int64_t, int64_t, int64_t>{37, 320, 6}, {9, 2336, 11}, {13, 160, 37},
+                         {7, 1037, 13}, {5, 2100, 53}}) {
+    if (fmt == WeightFormat::kMxfp4 && C % 32 != 0) continue;
+    SCOPED_TRACE(::testing::Message() << R << "x" << C << " n=" << n);
+    TestMatrix t = make_matrix(fmt, R, C, rng);
+    std::vector<float> x = random_vec(rng, n * C);
+    for_each_isa([&](Isa) {
+      std::vector<float> all(n * R);
+      linear(t.m, x.data(), n, all.data());
+      for (int64_t tok = 0; tok < n; ++tok) {
+        std::vector<float> one(R);
+        linear(t.m, x.data() + tok * C, 1, one.data());
+        for (int r = 0; r < R; ++r) ASSERT_EQ(one[r], all[tok * R + r]);
+      }
+      // Any sub-batch (here: the last 3 tokens) gives the same values too.
+      std::vector<float> three(3 * R);
+      linear(t.m, x.data() + (n - 3) * C, 3, three.data());
+      for (int64_t i = 0; i < 3 * R; ++i) ASSERT_EQ(three[i], all[(n - 3) * R + i]);
+      // Row ranges give the same values as the full product.
+      std::vector<float> part(n * R, 0.0f);
+      linear_rows(t.m, x.data(), n, part.data(), 1, R - 2);
+      for (int64_t tok = 0; tok < n; ++tok)
+        for (int64_t r = 1; r < R - 2; ++r) ASSERT_EQ(part[tok * R + r], all[tok * R + r]);
+    });
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, LinearTest,
                          ::testing::Values(WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kMxfp4),
                          [](const auto& info) { return std::string(format_name(info.param)); });
+
+// E8M0 0 is the subnormal 2^-127 and 254 is 2^127: the vector kernels build scales with
+// integer ops and must treat both ends like the reference.
+TEST(LinearMxfp4, ExtremeScales) {
+  Rng rng(13);
+  const int64_t rows = 6, cols = 416;  // three 128-blocks and one trailing group
+  std::vector<uint8_t> packed(rows * cols / 2), scales(rows * cols / 32);
+  for (auto& b : packed) b = static_cast<uint8_t>(rng.below(256));
+  for (size_t i = 0; i < scales.size(); ++i) scales[i] = i % 5 == 0 ? 0 : i % 7 == 0 ? 1 : static_cast<uint8_t>(100 + rng.below(40));
+  Matrix m{WeightFormat::kMxfp4, rows, cols, packed.data(), scales.data()};
+  for (int64_t n : {1, 3}) {
+    std::vector<float> x = random_vec(rng, n * cols);
+    const std::vector<double> want = exact_product(m, x, n);
+    for_each_isa([&](Isa) {
+      std::vector<float> y(n * rows);
+      linear(m, x.data(), n, y.data());
+      for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], want[i], 1e-6 * (std::fabs(want[i]) + 1e-30)) << i;
+    });
+  }
+  // Large scales stay finite and exact enough too.
+  for (auto& s : scales) s = 200;
+  std::vector<float> x = random_vec(rng, cols, 1e-20);
+  const std::vector<double> want = exact_product(m, x, 1);
+  double top = 0;
+  for (double v : want) top = std::max(top, std::fabs(v));
+  ASSERT_GT(top, 1.0);  // 2^73 * 1e-20 * a few
+  for_each_isa([&](Isa) {
+    std::vector<float> y(rows);
+    linear(m, x.data(), 1, y.data());
+    for (int64_t i = 0; i < rows; ++i) ASSERT_NEAR(y[i], want[i], 1e-5 * top) << i;
+  });
+}
+
+// Precision::kBf16: bf16 weights times bf16-rounded activations, fp32 accumulation, on every
+// ISA (vdpbf16ps where available); batch-invariant within the precision; other formats exact.
+TEST(LinearBf16Precision, MatchesRoundedReferenceAndIsBatchInvariant) {
+  Rng rng(17);
+  for (auto [R, C, n] : {std::tuple<int64_t, int64_t, int64_t>{5, 32, 1}, {37, 320, 6}, {9, 1037, 13}, {33, 2100, 50},
+                         {4, 96, 7}}) {
+    SCOPED_TRACE(::testing::Message() << R << "x" << C << " n=" << n);
+    TestMatrix t = make_matrix(WeightFormat::kBF16, R, C, rng);
+    std::vector<float> x = random_vec(rng, n * C), xr(n * C);
+    ref::round_to_bf16(x.data(), n * C, xr.data());
+    const std::vector<double> want = exact_product(t.m, xr, n);
+    double scale = 0;
+    for (double v : want) scale = std::max(scale, std::fabs(v));
+    for_each_isa([&](Isa) {
+      LinearPrecisionScope bf16(Precision::kBf16);
+      std::vector<float> all(n * R);
+      linear(t.m, x.data(), n, all.data());
+      for (size_t i = 0; i < all.size(); ++i)
+        ASSERT_NEAR(all[i], want[i], 1e-5 * (scale + 1.0) * std::sqrt(static_cast<double>(C))) << i;
+      for (int64_t tok = 0; tok < n; ++tok) {
+        std::vector<float> one(R);
+        linear(t.m, x.data() + tok * C, 1, one.data());
+        for (int64_t r = 0; r < R; ++r) ASSERT_EQ(one[r], all[tok * R + r]);
+      }
+      std::vector<float> part(n * R, 0.0f);
+      linear_rows(t.m, x.data(), n, part.data(), 1, R - 1);
+      for (int64_t tok = 0; tok < n; ++tok)
+        for (int64_t r = 1; r < R - 1; ++r) ASSERT_EQ(part[tok * R + r], all[tok * R + r]);
+    });
+  }
+  EXPECT_EQ(linear_precision(), Precision::kF32);  // the scope restored it
+  // MXFP4 weights ignore the setting.
+  TestMatrix q = make_matrix(WeightFormat::kMxfp4, 8, 64, rng);
+  std::vector<float> x = random_vec(rng, 64), a(8), b(8);
+  linear(q.m, x.data(), 1, a.data());
+  {
+    LinearPrecisionScope bf16(Precision::kBf16);
+    linear(q.m, x.data(), 1, b.data());
+  }
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(parse_precision("bf16"), Precision::kBf16);
+  EXPECT_EQ(parse_precision("fp32"), Precision::kF32);
+  EXPECT_THROW(parse_precision("fp16"), Error);
+}
 
 TEST(LinearTransposed, MatchesPlainSum) {
   Rng rng(3);

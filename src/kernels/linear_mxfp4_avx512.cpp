@@ -1,0 +1,154 @@
+// AVX-512 MXFP4 linear kernel (decode GEMV and the small-batch expert products).
+//
+// Activations come in the "wide" order of mxfp4_shuffle_activations_wide (linear.h): in every
+// full 128-column block, vector k (k < 8) lane i holds column 8i + k, which is exactly the
+// nibble that a 4k-bit right shift of the 64 packed bytes leaves in the low 4 bits of 32-bit
+// lane i.  vpermps only reads those 4 bits, so decoding 16 weights costs one shift and one
+// table permute, with no masking or widening.  Lane i of a block belongs to 32-group i / 4, so
+// the 4 E8M0 scales of a block become one per-lane scale vector built with integer ops.
+//
+// Per (row, token) the arithmetic is fixed, whatever n, the tiling or the row range:
+//   per 128-block:      p = w0*x0; p = fma(wk, xk, p) for k = 1..7;  acc = fma(p, s, acc)
+//   per trailing group: p = w_even*x_even; p = fma(w_odd, x_odd, p);  acc = fma(p, s, acc)
+//   y = horizontal sum of acc (the same reduction everywhere)
+// so every token's result is bit-identical whether it runs alone or in a batch.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "kernels/linear.h"
+#include "kernels/matrix.h"
+#include "kernels/mxfp4.h"
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")
+
+namespace k3::avx512 {
+namespace {
+
+constexpr int64_t kPrefetchBytes = 768;  // software prefetch distance along each row stream
+
+// Lane i -> 2^(scale[i / 4] - 127) for the 4 E8M0 bytes of a 128-column block.
+inline __m512 block_scales(const uint8_t* s) {
+  uint32_t u;
+  std::memcpy(&u, s, 4);
+  // A zero byte is the subnormal 2^-127, which the exponent shift cannot express.  (The empty
+  // asm keeps this test in general registers; GCC otherwise moves it to mask registers, whose
+  // ops compete with the vector work for ports 0 and 5.)
+  uint32_t nu = ~u;
+  asm("" : "+r"(nu));
+  if (__builtin_expect(((u - 0x01010101u) & nu & 0x80808080u) != 0, 0)) {
+    alignas(64) float v[16];
+    for (int i = 0; i < 16; ++i) v[i] = e8m0_to_f32(s[i / 4]);
+    return _mm512_load_ps(v);
+  }
+  // Rotate byte j of the broadcast word to bit 23 (left by 23 - 8j, mod 32), keep the exponent.
+  const __m512i rot = _mm512_set_epi32(31, 31, 31, 31, 7, 7, 7, 7, 15, 15, 15, 15, 23, 23, 23, 23);
+  const __m512i b = _mm512_set1_epi32(static_cast<int>(u));
+  return _mm512_castsi512_ps(_mm512_and_si512(_mm512_rolv_epi32(b, rot), _mm512_set1_epi32(0x7f800000)));
+}
+
+// R rows (packed bytes at w0 + i*ws, scales at s0 + i*ss) x T tokens (activations at
+// x0 + t*xs), columns [c0, c1); accumulators live in acc_mem between column blocks.
+template <int R, int T>
+__attribute__((noinline)) void tile(const uint8_t* w0, int64_t ws, const uint8_t* s0, int64_t ss, const float* x0,
+                                    int64_t xs, int64_t c0, int64_t c1, int64_t full, float* acc_mem,
+                                    int64_t acc_stride) {
+  const uint8_t* w[R];
+  const uint8_t* s[R];
+  const float* x[T];
+  for (int i = 0; i < R; ++i) w[i] = w0 + i * ws, s[i] = s0 + i * ss;
+  for (int t = 0; t < T; ++t) x[t] = x0 + t * xs;
+  const __m512 lut = _mm512_loadu_ps(kE2M1Values);
+  __m512 acc[R][T];
+  for (int i = 0; i < R; ++i)
+    for (int t = 0; t < T; ++t) acc[i][t] = _mm512_loadu_ps(acc_mem + (i * acc_stride + t) * 16);
+  int64_t c = c0;
+  const int64_t cf = std::min(c1, full);
+  for (; c < cf; c += 128) {
+    __m512i raw[R];
+    for (int i = 0; i < R; ++i) {
+      const uint8_t* p = w[i] + c / 2;
+      _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes), _MM_HINT_T0);
+      raw[i] = _mm512_loadu_si512(p);
+    }
+    __m512 p[R][T];
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) {
+      __m512 wk[R];
+      for (int i = 0; i < R; ++i) wk[i] = _mm512_permutexvar_ps(_mm512_srli_epi32(raw[i], 4 * k), lut);
+      for (int t = 0; t < T; ++t) {
+        const __m512 xk = _mm512_loadu_ps(x[t] + c + 16 * k);
+        for (int i = 0; i < R; ++i) p[i][t] = k == 0 ? _mm512_mul_ps(wk[i], xk) : _mm512_fmadd_ps(wk[i], xk, p[i][t]);
+      }
+    }
+    for (int i = 0; i < R; ++i) {
+      const __m512 sv = block_scales(s[i] + c / 32);
+      for (int t = 0; t < T; ++t) acc[i][t] = _mm512_fmadd_ps(p[i][t], sv, acc[i][t]);
+    }
+  }
+  for (; c < c1; c += 32) {  // trailing 32-groups (cols % 128), even/odd activation order
+    __m512 lo[R], hi[R], sv[R];
+    for (int i = 0; i < R; ++i) {
+      const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[i] + c / 2)));
+      lo[i] = _mm512_permutexvar_ps(b, lut);
+      hi[i] = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), lut);
+      sv[i] = _mm512_set1_ps(e8m0_to_f32(s[i][c / 32]));
+    }
+    for (int t = 0; t < T; ++t) {
+      const __m512 xe = _mm512_loadu_ps(x[t] + c), xo = _mm512_loadu_ps(x[t] + c + 16);
+      for (int i = 0; i < R; ++i)
+        acc[i][t] = _mm512_fmadd_ps(_mm512_fmadd_ps(hi[i], xo, _mm512_mul_ps(lo[i], xe)), sv[i], acc[i][t]);
+    }
+  }
+  for (int i = 0; i < R; ++i)
+    for (int t = 0; t < T; ++t) _mm512_storeu_ps(acc_mem + (i * acc_stride + t) * 16, acc[i][t]);
+}
+
+constexpr int64_t kRowBlock = 16, kTokBlock = 8, kColBlock = 1024;  // kColBlock: a multiple of 128
+
+}  // namespace
+
+void linear_rows_mxfp4(const Matrix& m, const float* xs, int64_t n, float* y, int64_t r0, int64_t r1) {
+  const uint8_t* pk = static_cast<const uint8_t*>(m.data);
+  const int64_t cols = m.cols, full = cols / 128 * 128;
+  // Few tokens: whole rows in one pass (accumulators stay in registers).  More: column blocks
+  // keep the tokens' activations in cache while a block of rows is reused across them.
+  const int64_t kc = n <= 2 ? cols : kColBlock;
+  thread_local std::vector<float> accbuf;
+  accbuf.resize(static_cast<size_t>(kRowBlock * kTokBlock * 16));
+  float* acc = accbuf.data();
+  auto run = [&]<int R, int T>(int64_t r, int64_t t, int64_t ri, int64_t ti, int64_t c0, int64_t c1) {
+    tile<R, T>(pk + r * (cols / 2), cols / 2, m.scales + r * (cols / 32), cols / 32, xs + t * cols, cols, c0, c1, full,
+               acc + (ri * kTokBlock + ti) * 16, kTokBlock);
+  };
+  for (int64_t rb = r0; rb < r1; rb += kRowBlock) {
+    const int64_t rn = std::min(kRowBlock, r1 - rb);
+    for (int64_t tb = 0; tb < n; tb += kTokBlock) {
+      const int64_t tn = std::min(kTokBlock, n - tb);
+      for (int64_t ri = 0; ri < rn; ++ri) std::fill_n(acc + ri * kTokBlock * 16, tn * 16, 0.0f);
+      for (int64_t c0 = 0; c0 < cols; c0 += kc) {
+        const int64_t c1 = std::min(cols, c0 + kc);
+        int64_t ri = 0;
+        if (tn == 1)  // decode: 4 row streams in flight
+          for (; ri + 4 <= rn; ri += 4) run.template operator()<4, 1>(rb + ri, tb, ri, 0, c0, c1);
+        for (; ri < rn; ++ri) {  // batches: one row's decoded block serves up to 8 tokens
+          int64_t ti = 0;
+          for (; ti + 8 <= tn; ti += 8) run.template operator()<1, 8>(rb + ri, tb + ti, ri, ti, c0, c1);
+          if (ti + 4 <= tn) run.template operator()<1, 4>(rb + ri, tb + ti, ri, ti, c0, c1), ti += 4;
+          if (ti + 2 <= tn) run.template operator()<1, 2>(rb + ri, tb + ti, ri, ti, c0, c1), ti += 2;
+          if (ti < tn) run.template operator()<1, 1>(rb + ri, tb + ti, ri, ti, c0, c1);
+        }
+      }
+      for (int64_t ri = 0; ri < rn; ++ri)
+        for (int64_t ti = 0; ti < tn; ++ti)
+          y[(tb + ti) * m.rows + rb + ri] = _mm512_reduce_add_ps(_mm512_loadu_ps(acc + (ri * kTokBlock + ti) * 16));
+    }
+  }
+}
+
+}  // namespace k3::avx512
+#pragma GCC pop_options
