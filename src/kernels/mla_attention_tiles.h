@@ -205,13 +205,16 @@ struct Fast {
     thread_local std::vector<float> ml, os;
     if (ml.size() < static_cast<size_t>(tasks * 2 * Hp)) ml.resize(tasks * 2 * Hp);
     if (os.size() < static_cast<size_t>(tasks * Hp * ldo)) os.resize(tasks * Hp * ldo);
+    // The pool's workers must write into this thread's buffers, not their own thread_locals.
+    float* const mlp = ml.data();
+    float* const osp = os.data();
     auto one = [&](int64_t t, int) {
-      attend_range(Q, cache, t * kTaskRows, std::min(n, (t + 1) * kTaskRows), width, lora, &ml[t * 2 * Hp],
-                   &ml[t * 2 * Hp + Hp], &os[t * Hp * ldo], ldo);
+      attend_range(Q, cache, t * kTaskRows, std::min(n, (t + 1) * kTaskRows), width, lora, mlp + t * 2 * Hp,
+                   mlp + t * 2 * Hp + Hp, osp + t * Hp * ldo, ldo);
     };
     if (tasks == 1) one(0, 0);
     else global_pool().run(tasks, one);
-    merge_tasks(ml.data(), ml.data() + Hp, 2 * Hp, os.data(), Hp * ldo, ldo, tasks, heads, lora, o_lat);
+    merge_tasks(mlp, mlp + Hp, 2 * Hp, osp, Hp * ldo, ldo, tasks, heads, lora, o_lat);
   }
 };
 

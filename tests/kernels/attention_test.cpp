@@ -90,7 +90,7 @@ TEST(MlaDecodeAttention, MatchesPlainSoftmaxPerHead) {
 // Fixed task boundaries and merge order: the same bits whatever the thread count.
 TEST(MlaDecodeAttention, ResultDoesNotDependOnThreads) {
   Rng rng(33);
-  const int64_t n = 3000;
+  const int64_t n = 6000;  // 6 tasks, so the workers take some
   const int heads = 19, lora = 48, rope = 16, width = lora + rope;
   auto q = testing::random_vec(rng, heads * width), cache = testing::random_vec(rng, n * width);
   testing::for_each_isa([&](Isa) {
