@@ -1,7 +1,8 @@
 // Matrix-vector / matrix-matrix products over fp32, bf16 and MXFP4 weights with fp32 math:
 //   y[t, r] = sum_c W[r, c] * x[t, c]      for t < n tokens, r < rows
 // x is [n, cols] and y is [n, rows], both contiguous fp32.  Weights are widened/decoded in
-// registers, never materialised.
+// registers (GEMV) or into small per-thread packed panels (the AVX-512 GEMM for n >= 8), never
+// materialised whole.
 //
 // Contract for every implementation: the value of y[t, r] depends only on row r and x[t], never
 // on n, on the row range, or on the other tokens, so a sequence gets bit-identical results
