@@ -186,7 +186,7 @@ void run_kda(ThreadPool& pool, KdaData& d, bool chunked) {
     io.stride_qk = io.stride_v = io.stride_g = io.stride_o = P;
     io.stride_beta = d.H;
     float* S = d.state.data() + h * d.D * d.D;
-    if (chunked) kda_chunked(io, d.T, d.D, d.D, 16, S);
+    if (chunked) kda_chunked(io, d.T, d.D, d.D, kKdaChunk, S);
     else kda_recurrent(io, d.T, d.D, d.D, S);
   });
 }

@@ -13,8 +13,12 @@ TEST(CpuFeatures, ForceIsClampedToTheHardware) {
   EXPECT_EQ(active_isa(), Isa::kRef);
   EXPECT_EQ(force_isa(Isa::kAvx512), best_isa());
   force_isa(saved);
-  if (best_isa() == Isa::kAvx512) EXPECT_TRUE(cpu_features().avx512f);
-  if (best_isa() >= Isa::kAvx2) EXPECT_TRUE(cpu_features().avx2 && cpu_features().fma);
+  if (best_isa() == Isa::kAvx512) {
+    EXPECT_TRUE(cpu_features().avx512f);
+  }
+  if (best_isa() >= Isa::kAvx2) {
+    EXPECT_TRUE(cpu_features().avx2 && cpu_features().fma);
+  }
   EXPECT_FALSE(cpu_features_summary().empty());
 }
 
