@@ -349,8 +349,8 @@ TEST(Server, ConcurrentGreedyStreamsMatchOneAtATime) {
   std::vector<ojson> reqs;
   for (int i = 0; i < kN; ++i) {
     ojson prompt = ojson::array();
-    for (int j = 0; j < 3 + 5 * i % 29; ++j) prompt.push_back(300 + (i * 131 + j * 17) % 700);
-    reqs.push_back({{"prompt", prompt}, {"max_tokens", 8 + i % 5}, {"temperature", 0}, {"stream", true},
+    for (int j = 0; j < 2 + (5 * i) % 23; ++j) prompt.push_back(300 + (i * 131 + j * 17) % 700);
+    reqs.push_back({{"prompt", prompt}, {"max_tokens", 5 + i % 4}, {"temperature", 0}, {"stream", true},
                     {"ignore_eos", true}, {"return_token_ids", true}});
   }
   const auto token_ids = [](const Sse& s) {
