@@ -46,8 +46,10 @@ void edit_header(const std::string& path, const std::function<void(nlohmann::jso
 TEST(Cli, GenerateReproducesTheGoldenGreedyTokens) {
   SafetensorsFile golden(fixture() + "/golden.safetensors");
   for (int p = 0; p < 2; ++p) {
-    const auto prompt = testing::read_i32(golden, "p" + std::to_string(p) + ".prompt_ids");
-    const auto gen = testing::read_i32(golden, "p" + std::to_string(p) + ".gen_tokens");
+    std::string key = "p";  // appended, not "p" + to_string(p): GCC 12's -Wrestrict false positive
+    key += std::to_string(p);
+    const auto prompt = testing::read_i32(golden, key + ".prompt_ids");
+    const auto gen = testing::read_i32(golden, key + ".gen_tokens");
     auto r = run_k3("generate --model " + fixture() + " --prompt-ids " + join(prompt, ",") + " --max-tokens 24");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(r.out, join(gen, " ") + "\n");

@@ -42,7 +42,9 @@ void expect_envelope(const Reply& r, int status, const std::string& needle, cons
                        : status == 503 ? "service_unavailable_error"
                                        : "invalid_request_error");
   ASSERT_TRUE(e.contains("param") && e.contains("code"));
-  if (!param.empty()) EXPECT_EQ(e["param"], param);
+  if (!param.empty()) {
+    EXPECT_EQ(e["param"], param);
+  }
 }
 
 ojson chat_body(const std::string& text, int max_tokens = 8) {

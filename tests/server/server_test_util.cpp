@@ -37,11 +37,8 @@ const std::string& model_dir(bool vision) {
   if (!fs::exists(stamp) || fs::last_write_time(stamp) < fs::last_write_time(k3_binary())) {
     fs::remove_all(dir);
     SynthOptions o;
+    o.vision = vision ? "tiny" : "none";  // the tiny preset's tower, or a text-only model
     write_synth_checkpoint(dir.string(), o);
-    if (vision) {
-      const int hidden = synth_config(o)["text_config"]["hidden_size"].get<int>();
-      add_synth_vision(dir.string(), hidden, 0x5eed);
-    }
     write_file(stamp.string(), "");
   }
   ::flock(fd, LOCK_UN);
