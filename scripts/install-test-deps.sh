@@ -13,16 +13,7 @@ if ! command -v npm >/dev/null 2>&1; then missing+=(npm); fi
 if ! command -v chromium >/dev/null 2>&1; then missing+=(chromium); fi
 
 if [ ${#missing[@]} -gt 0 ]; then
-  echo "k3: installing Debian packages for the server tests: ${missing[*]}" >&2
-  SUDO=""
-  if [ "$(id -u)" -ne 0 ]; then
-    if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
-      echo "k3: need root (or sudo) to install: ${missing[*]}" >&2; exit 1
-    fi
-  fi
-  export DEBIAN_FRONTEND=noninteractive
-  $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  bash scripts/apt-install.sh "${missing[@]}"
 fi
 
 js=tests/server/js
