@@ -30,6 +30,12 @@ namespace {
 // Tuned on Sapphire/Emerald Rapids (48 KB L1, 2 MB L2): a 4-row weight tile (16 KB) and a
 // 6-token activation tile (24 KB) per micro-kernel call; the packed activations (~1 MB) in L2.
 constexpr int64_t kRows = 16, kTok = 48, kCols = 1024;  // kRows % 4 == 0, kTok % 6 == 0, kCols % 16 == 0
+// Row blocks are walked in super-blocks of kSuper rows, column chunk by column chunk, so one
+// chunk of the packed activations (kTok x kCols floats, 192 KB) stays in L2 across the
+// kSuper / kRows row blocks that use it instead of being re-read from L3 per row block (the
+// whole packed block is ~2.4 MB at 12288 columns); the accumulators of a super-block
+// (kSuper x kTok x 16 floats, 384 KB) live in L2 too.
+constexpr int64_t kSuper = 128;  // a multiple of kRows
 constexpr int kR = 4, kT = 6;
 
 inline __m512 widen(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
@@ -95,7 +101,7 @@ void gemm(const Matrix& m, const float* x, int64_t n, float* y, int64_t r0, int6
   // packed activations (up to ~2.4 MB at 12288 columns) are re-read from L2/L3 per row block.
   const int64_t tok = kTok;
   // One 64-byte-aligned scratch block per thread (unaligned 64-byte loads split cache lines).
-  const size_t need = static_cast<size_t>(kRows * kCols + tok * chunks * kCols + kRows * tok * 16 + 16);
+  const size_t need = static_cast<size_t>(kRows * kCols + tok * chunks * kCols + kSuper * tok * 16 + 16);
   thread_local std::vector<float> scratch;
   if (scratch.size() < need) scratch.resize(need);
   float* const wpanel = scratch.data() + ((64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64) / 4;
@@ -105,30 +111,36 @@ void gemm(const Matrix& m, const float* x, int64_t n, float* y, int64_t r0, int6
     const int64_t tn = std::min(tok, n - tb);
     for (int64_t k = 0; k < chunks; ++k)  // chunk k of every token, tokens at stride kCols
       pack(x + tb * cols, cols, 0, tn, k * kCols, std::min(cols, (k + 1) * kCols), xpack + k * tn * kCols);
-    for (int64_t rb = r0; rb < r1; rb += kRows) {
-      const int64_t rn = std::min(kRows, r1 - rb);
-      for (int64_t i = 0; i < rn; ++i) std::fill_n(acc + i * tok * 16, tn * 16, 0.0f);
+    for (int64_t sb = r0; sb < r1; sb += kSuper) {
+      const int64_t se = std::min(r1, sb + kSuper);
+      std::fill_n(acc, (se - sb) * tok * 16, 0.0f);
+      // Per (row, token) the accumulator still receives chunk 0, 1, ... in order, each chunk's
+      // steps in order: the same FMA sequence as the GEMV, whatever the blocking.
       for (int64_t k = 0; k < chunks; ++k) {
         const int64_t c0 = k * kCols, c1 = std::min(cols, c0 + kCols);
         const int64_t steps = (c1 - c0 + 15) / 16;
-        pack(base, cols, rb, rn, c0, c1, wpanel);
         const float* xk = xpack + k * tn * kCols;
-        int64_t t = 0;
-        for (; t + kT <= tn; t += kT) row_tiles<kT>(wpanel, rn, xk + t * kCols, steps, acc + t * 16, tok);
-        const float* xt = xk + t * kCols;
-        float* at = acc + t * 16;
-        switch (tn - t) {
-          case 5: row_tiles<5>(wpanel, rn, xt, steps, at, tok); break;
-          case 4: row_tiles<4>(wpanel, rn, xt, steps, at, tok); break;
-          case 3: row_tiles<3>(wpanel, rn, xt, steps, at, tok); break;
-          case 2: row_tiles<2>(wpanel, rn, xt, steps, at, tok); break;
-          case 1: row_tiles<1>(wpanel, rn, xt, steps, at, tok); break;
-          default: break;
+        for (int64_t rb = sb; rb < se; rb += kRows) {
+          const int64_t rn = std::min(kRows, se - rb);
+          float* const ab = acc + (rb - sb) * tok * 16;
+          pack(base, cols, rb, rn, c0, c1, wpanel);
+          int64_t t = 0;
+          for (; t + kT <= tn; t += kT) row_tiles<kT>(wpanel, rn, xk + t * kCols, steps, ab + t * 16, tok);
+          const float* xt = xk + t * kCols;
+          float* at = ab + t * 16;
+          switch (tn - t) {
+            case 5: row_tiles<5>(wpanel, rn, xt, steps, at, tok); break;
+            case 4: row_tiles<4>(wpanel, rn, xt, steps, at, tok); break;
+            case 3: row_tiles<3>(wpanel, rn, xt, steps, at, tok); break;
+            case 2: row_tiles<2>(wpanel, rn, xt, steps, at, tok); break;
+            case 1: row_tiles<1>(wpanel, rn, xt, steps, at, tok); break;
+            default: break;
+          }
         }
       }
-      for (int64_t i = 0; i < rn; ++i)
+      for (int64_t i = 0; i < se - sb; ++i)
         for (int64_t t = 0; t < tn; ++t)
-          y[(tb + t) * m.rows + rb + i] = _mm512_reduce_add_ps(_mm512_loadu_ps(acc + (i * tok + t) * 16));
+          y[(tb + t) * m.rows + sb + i] = _mm512_reduce_add_ps(_mm512_loadu_ps(acc + (i * tok + t) * 16));
     }
   }
 }

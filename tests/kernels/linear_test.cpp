@@ -75,7 +75,7 @@ TEST_P(LinearTest, MatchesReferenceOverShapes) {
   const std::vector<std::pair<int64_t, int64_t>> shapes = {{1, 32},   {3, 64},   {4, 96},    {5, 128},  {7, 160},
                                                            {9, 1},    {17, 15},  {13, 33},   {33, 257}, {64, 512},
                                                            {130, 96}, {11, 1000}, {6, 2048}, {2, 4096},
-                                                           {21, 4224}, {5, 2400}};
+                                                           {21, 4224}, {5, 2400}, {1100, 48}};
   for (auto [rows, cols] : shapes) {
     if (fmt == WeightFormat::kMxfp4 && cols % 32 != 0) continue;
     for (int64_t n : {1, 2, 5, 19}) {
@@ -103,7 +103,8 @@ TEST_P(LinearTest, BatchInvariant) {
   // (rows, cols, n): small; several column blocks with a 32-group tail; many token tiles.
   // Dense only (cols % 32 != 0): column tails inside the GEMM path; more tokens than one block.
   for (auto [R, C, n] : {std::tuple<int64_t, int64_t, int64_t>{37, 320, 6}, {9, 2336, 11}, {13, 160, 37},
-                         {7, 1037, 13}, {5, 2100, 53}}) {
+                         {7, 1037, 13}, {5, 2100, 53},
+                         {1100, 160, 13}}) {  // > 128 rows per pool task: several GEMM row super-blocks
     if (fmt == WeightFormat::kMxfp4 && C % 32 != 0) continue;
     SCOPED_TRACE(::testing::Message() << R << "x" << C << " n=" << n);
     TestMatrix t = make_matrix(fmt, R, C, rng);
