@@ -1,6 +1,8 @@
 #include "base/cpu_features.h"
 
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -46,6 +48,13 @@ CpuFeatures detect() {
   __cpuid_count(7, 1, a1, b1, c1, d1);
   f.avx_vnni = (a1 & (1u << 4)) != 0;
   if (os_avx512) f.avx512_bf16 = (a1 & (1u << 5)) != 0;
+  // AMX: CPUID.7.0:EDX bit 24 (tiles) and 22 (bf16), XCR0 bits 17-18 (tile config and data),
+  // and Linux's per-process permission for the 8 KiB of tile data (XFEATURE_XTILEDATA = 18).
+  const bool os_amx = (xcr0 & 0x60000) == 0x60000;
+  if (os_avx512 && os_amx && (d & (1u << 24)) != 0 && (d & (1u << 22)) != 0) {
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0) f.amx_tile = f.amx_bf16 = true;
+  }
   return f;
 }
 
@@ -70,7 +79,8 @@ const CpuFeatures& cpu_features() {
 
 Isa best_isa() {
   const CpuFeatures& f = cpu_features();
-  if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.fma) return Isa::kAvx512;
+  if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.fma)
+    return f.amx_tile && f.amx_bf16 && f.avx512_bf16 ? Isa::kAmx : Isa::kAvx512;
   if (f.avx2 && f.fma && f.f16c) return Isa::kAvx2;
   return Isa::kRef;
 }
@@ -89,6 +99,7 @@ const char* isa_name(Isa isa) {
     case Isa::kRef: return "ref";
     case Isa::kAvx2: return "avx2";
     case Isa::kAvx512: return "avx512";
+    case Isa::kAmx: return "amx";
   }
   return "?";
 }
@@ -97,7 +108,8 @@ Isa parse_isa(const std::string& name) {
   if (name == "ref") return Isa::kRef;
   if (name == "avx2") return Isa::kAvx2;
   if (name == "avx512") return Isa::kAvx512;
-  fail("unknown instruction set '", name, "' (expected ref, avx2 or avx512)");
+  if (name == "amx") return Isa::kAmx;
+  fail("unknown instruction set '", name, "' (expected ref, avx2, avx512 or amx)");
 }
 
 std::string cpu_features_summary() {
@@ -117,6 +129,8 @@ std::string cpu_features_summary() {
   add(f.avx512_bf16, "avx512_bf16");
   add(f.avx512_vnni, "avx512_vnni");
   add(f.avx_vnni, "avx_vnni");
+  add(f.amx_tile, "amx_tile");
+  add(f.amx_bf16, "amx_bf16");
   return s.empty() ? std::string("(none)") : s;
 }
 

@@ -7,6 +7,7 @@ namespace k3 {
 
 void kda_recurrent(const KdaHeadIO& io, int64_t T, int K, int V, float* state) {
   switch (active_isa()) {
+    case Isa::kAmx:
     case Isa::kAvx512: avx512::kda_recurrent(io, T, K, V, state); return;
     case Isa::kAvx2: avx2::kda_recurrent(io, T, K, V, state); return;
     case Isa::kRef: ref::kda_recurrent(io, T, K, V, state); return;
@@ -15,6 +16,7 @@ void kda_recurrent(const KdaHeadIO& io, int64_t T, int K, int V, float* state) {
 
 void kda_chunked(const KdaHeadIO& io, int64_t T, int K, int V, int chunk, float* state) {
   switch (active_isa()) {
+    case Isa::kAmx:
     case Isa::kAvx512: avx512::kda_chunked(io, T, K, V, chunk, state); return;
     case Isa::kAvx2: avx2::kda_chunked(io, T, K, V, chunk, state); return;
     case Isa::kRef: ref::kda_chunked(io, T, K, V, chunk, state); return;

@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "base/thread_pool.h"
 #include "base/numeric_types.h"
+#include "kernels/linear_amx.h"
 #include "kernels/mxfp4.h"
 #include "kernels/small_gemm.h"
 
@@ -28,7 +29,7 @@ Precision parse_precision(const std::string& name) {
   fail("unknown precision '", name, "' (expected fp32 or bf16)");
 }
 
-bool bf16_dot_available() { return active_isa() == Isa::kAvx512 && cpu_features().avx512_bf16; }
+bool bf16_dot_available() { return active_isa() >= Isa::kAvx512 && cpu_features().avx512_bf16; }
 
 namespace ref {
 void round_to_bf16(const float* x, int64_t n, float* out) {
@@ -57,6 +58,7 @@ namespace {
 // Runs rows [r0, r1) on the active ISA; x is already prepared (shuffled for MXFP4).
 void rows_on(Isa isa, const Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1) {
   switch (isa) {
+    case Isa::kAmx:
     case Isa::kAvx512: avx512::linear_rows(w, x, n, y, r0, r1); return;
     case Isa::kAvx2: avx2::linear_rows(w, x, n, y, r0, r1); return;
     case Isa::kRef: ref::linear_rows(w, x, n, y, r0, r1); return;
@@ -67,7 +69,7 @@ void rows_on(Isa isa, const Matrix& w, const float* x, int64_t n, float* y, int6
 const float* prepare(Isa isa, const Matrix& w, const float* x, int64_t n, std::vector<float>& buf) {
   if (isa == Isa::kRef || w.format != WeightFormat::kMxfp4) return x;
   buf.resize(static_cast<size_t>(n * w.cols));
-  auto shuffle = isa == Isa::kAvx512 ? mxfp4_shuffle_activations_wide : mxfp4_shuffle_activations;
+  auto shuffle = isa >= Isa::kAvx512 ? mxfp4_shuffle_activations_wide : mxfp4_shuffle_activations;
   for (int64_t t = 0; t < n; ++t) shuffle(x + t * w.cols, w.cols, buf.data() + t * w.cols);
   return buf.data();
 }
@@ -107,11 +109,22 @@ void rows_prepared(Isa isa, const Matrix& w, const float* xp, const Bf16Activati
     rows_on(isa, w, a != nullptr ? a->widened.data() : xp, n, y, r0, r1);
 }
 
+// bf16 weights on the AMX tiles: every n, so batch invariance holds at that level too.
+bool use_amx(Isa isa, const Matrix& w) { return isa == Isa::kAmx && w.format == WeightFormat::kBF16; }
+int amx_pieces() { return linear_precision() == Precision::kBf16 ? 1 : 3; }
+
 }  // namespace
 
 void linear_rows(const Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1) {
   if (n <= 0 || r1 <= r0) return;
   const Isa isa = active_isa();
+  if (use_amx(isa, w)) {
+    amx::PackedActivations p;
+    amx::pack_init(n, w.cols, amx_pieces(), p);
+    amx::pack_tokens(x, 0, n, p);
+    amx::linear_rows(w, p, y, r0, r1);
+    return;
+  }
   std::vector<float> buf;
   Bf16Activations a;
   const bool bf = use_bf16(w);
@@ -122,6 +135,23 @@ void linear_rows(const Matrix& w, const float* x, int64_t n, float* y, int64_t r
 void linear(const Matrix& w, const float* x, int64_t n, float* y) {
   if (n <= 0 || w.rows <= 0) return;
   const Isa isa = active_isa();
+  ThreadPool& pool = global_pool();
+  if (use_amx(isa, w)) {
+    amx::PackedActivations p;
+    amx::pack_init(n, w.cols, amx_pieces(), p);
+    if (n >= 16 && pool.size() > 1)
+      pool.parallel_for(n, 1, [&](int64_t b, int64_t e, int) { amx::pack_tokens(x, b, e, p); });
+    else
+      amx::pack_tokens(x, 0, n, p);
+    // Row ranges in whole tile blocks (48 rows for one column group, else 32).
+    const int64_t block = p.groups == 1 ? 48 : 32;
+    const double work = static_cast<double>(w.rows) * static_cast<double>(w.cols) * static_cast<double>(n);
+    if (work < 256.0 * 1024 || pool.size() == 1 || w.rows < 2 * block)
+      amx::linear_rows(w, p, y, 0, w.rows);
+    else
+      pool.parallel_for(w.rows, block, [&](int64_t b, int64_t e, int) { amx::linear_rows(w, p, y, b, e); });
+    return;
+  }
   std::vector<float> buf;
   Bf16Activations a;
   const bool bf = use_bf16(w);
@@ -130,7 +160,6 @@ void linear(const Matrix& w, const float* x, int64_t n, float* y) {
   const Bf16Activations* ap = bf ? &a : nullptr;
   // Small products are not worth waking the workers for.
   const double work = static_cast<double>(w.rows) * static_cast<double>(w.cols) * static_cast<double>(n);
-  ThreadPool& pool = global_pool();
   if (work < 64.0 * 1024 || pool.size() == 1 || w.rows < 32) {
     rows_prepared(isa, w, xp, ap, n, y, 0, w.rows);
     return;

@@ -16,6 +16,7 @@ namespace k3 {
 void mla_decode_attention(const float* q, const float* cache, int64_t n, int heads, int lora, int rope, float scale,
                           float* o_lat) {
   switch (active_isa()) {
+    case Isa::kAmx:
     case Isa::kAvx512: avx512::mla_decode_attention(q, cache, n, heads, lora, rope, scale, o_lat); return;
     case Isa::kAvx2: avx2::mla_decode_attention(q, cache, n, heads, lora, rope, scale, o_lat); return;
     case Isa::kRef: ref::mla_decode_attention(q, cache, n, heads, lora, rope, scale, o_lat); return;

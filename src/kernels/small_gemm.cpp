@@ -7,6 +7,7 @@ namespace k3 {
 
 void gemm_nn(const float* A, const float* B, float* C, int64_t m, int64_t k, int64_t n, bool accumulate) {
   switch (active_isa()) {
+    case Isa::kAmx:
     case Isa::kAvx512: avx512::gemm_nn(A, B, C, m, k, n, accumulate); return;
     case Isa::kAvx2: avx2::gemm_nn(A, B, C, m, k, n, accumulate); return;
     case Isa::kRef: ref::gemm_nn(A, B, C, m, k, n, accumulate); return;
@@ -15,6 +16,7 @@ void gemm_nn(const float* A, const float* B, float* C, int64_t m, int64_t k, int
 
 void gemm_nn(const float* A, const uint16_t* B, float* C, int64_t m, int64_t k, int64_t n, bool accumulate) {
   switch (active_isa()) {
+    case Isa::kAmx:
     case Isa::kAvx512: avx512::gemm_nn(A, B, C, m, k, n, accumulate); return;
     case Isa::kAvx2: avx2::gemm_nn(A, B, C, m, k, n, accumulate); return;
     case Isa::kRef: ref::gemm_nn(A, B, C, m, k, n, accumulate); return;

@@ -58,6 +58,7 @@ struct AlignedBuffer {
 
 double sum_floats(const float* p, int64_t n) {
   switch (active_isa()) {
+    case Isa::kAmx:
     case Isa::kAvx512: return perf_isa::sum_floats_avx512(p, n);
     case Isa::kAvx2: return perf_isa::sum_floats_avx2(p, n);
     case Isa::kRef: break;
@@ -124,9 +125,9 @@ void measure_peak_flops(ThreadPool& pool, MachineLimits* out) {
     }
     return summarize(v).median;
   };
-  if (isa == Isa::kAvx512) out->fp32_gflops = rate(&perf_isa::fma_loop_avx512);
+  if (isa >= Isa::kAvx512) out->fp32_gflops = rate(&perf_isa::fma_loop_avx512);
   else if (isa == Isa::kAvx2) out->fp32_gflops = rate(&perf_isa::fma_loop_avx2);
-  out->bf16_gflops = isa == Isa::kAvx512 && cpu_features().avx512_bf16 ? rate(&perf_isa::bf16_dot_loop_avx512) : 0.0;
+  out->bf16_gflops = isa >= Isa::kAvx512 && cpu_features().avx512_bf16 ? rate(&perf_isa::bf16_dot_loop_avx512) : 0.0;
   out->llc_bytes = last_level_cache_bytes();
   out->threads = pool.size();
   out->isa = isa_name(isa);

@@ -7,6 +7,7 @@ namespace k3 {
 
 AttentionBlocking attention_blocking() {
   switch (active_isa()) {
+    case Isa::kAmx:
     case Isa::kAvx512: return avx512::attention_blocking();
     case Isa::kAvx2: return avx2::attention_blocking();
     case Isa::kRef: break;
@@ -17,6 +18,7 @@ AttentionBlocking attention_blocking() {
 void attention_tile(const float* q, int64_t nq, const float* kt, const float* v, int64_t n, int hd, int hd_pad,
                     float scale, float* out, int64_t ldo, float* scratch) {
   switch (active_isa()) {
+    case Isa::kAmx:
     case Isa::kAvx512: avx512::attention_tile(q, nq, kt, v, n, hd, hd_pad, scale, out, ldo, scratch); return;
     case Isa::kAvx2: avx2::attention_tile(q, nq, kt, v, n, hd, hd_pad, scale, out, ldo, scratch); return;
     case Isa::kRef: ref::attention_tile(q, nq, kt, v, n, hd, hd_pad, scale, out, ldo, scratch); return;

@@ -33,7 +33,7 @@ inline double max_rel_diff(const std::vector<float>& a, const std::vector<float>
 // Runs body once per instruction set available here (ref always), restoring the default after.
 inline void for_each_isa(const std::function<void(Isa)>& body) {
   const Isa saved = active_isa();
-  for (Isa isa : {Isa::kRef, Isa::kAvx2, Isa::kAvx512}) {
+  for (Isa isa : {Isa::kRef, Isa::kAvx2, Isa::kAvx512, Isa::kAmx}) {
     if (isa > best_isa()) continue;
     force_isa(isa);
     SCOPED_TRACE(isa_name(isa));

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <limits>
 #include <tuple>
 
 #include "base/error.h"
@@ -209,6 +210,57 @@ TEST(LinearBf16Precision, MatchesRoundedReferenceAndIsBatchInvariant) {
   EXPECT_EQ(parse_precision("bf16"), Precision::kBf16);
   EXPECT_EQ(parse_precision("fp32"), Precision::kF32);
   EXPECT_THROW(parse_precision("fp16"), Error);
+}
+
+// Batches large enough for the AMX kernel's step chunks (several column groups, K walked in
+// chunks, partial row blocks, widths that are not whole steps): every ISA stays as close to the
+// fp64 product as the plain fp32 reference does, and single tokens give the same bits.
+TEST(LinearBf16, LargeBatchesMatchTheExactProduct) {
+  Rng rng(23);
+  for (auto [R, C, n] : {std::tuple<int64_t, int64_t, int64_t>{40, 4100, 70}, {97, 2048, 33}, {50, 3000, 6}}) {
+    SCOPED_TRACE(::testing::Message() << R << "x" << C << " n=" << n);
+    TestMatrix t = make_matrix(WeightFormat::kBF16, R, C, rng);
+    std::vector<float> x = random_vec(rng, n * C);
+    const std::vector<double> want = exact_product(t.m, x, n);
+    double ref_err = 0;
+    {
+      std::vector<float> y(n * R);
+      ref::linear_rows(t.m, x.data(), n, y.data(), 0, R);
+      for (size_t i = 0; i < y.size(); ++i) ref_err = std::max(ref_err, std::fabs(y[i] - want[i]));
+    }
+    for_each_isa([&](Isa) {
+      std::vector<float> all(n * R);
+      linear(t.m, x.data(), n, all.data());
+      double err = 0;
+      for (size_t i = 0; i < all.size(); ++i) err = std::max(err, std::fabs(all[i] - want[i]));
+      EXPECT_LE(err, 2.0 * ref_err + 1e-6);
+      for (int64_t tok : {int64_t{0}, n / 2, n - 1}) {
+        std::vector<float> one(R);
+        linear(t.m, x.data() + tok * C, 1, one.data());
+        for (int64_t r = 0; r < R; ++r) ASSERT_EQ(one[r], all[tok * R + r]) << "token " << tok << " row " << r;
+      }
+    });
+  }
+}
+
+// Non-finite activations propagate as they do in plain fp32 (the AMX split keeps them in one piece).
+TEST(LinearBf16, NonFiniteActivationsPropagate) {
+  Rng rng(29);
+  TestMatrix t = make_matrix(WeightFormat::kBF16, 20, 64, rng);
+  std::vector<float> x = random_vec(rng, 64);
+  x[5] = std::numeric_limits<float>::infinity();
+  for_each_isa([&](Isa) {
+    std::vector<float> y(20);
+    linear(t.m, x.data(), 1, y.data());
+    for (int64_t r = 0; r < 20; ++r) {
+      const float w5 = bf16_to_f32(t.bf16[r * 64 + 5]);
+      if (w5 > 0) {
+        EXPECT_EQ(y[r], std::numeric_limits<float>::infinity()) << r;
+      } else if (w5 < 0) {
+        EXPECT_EQ(y[r], -std::numeric_limits<float>::infinity()) << r;
+      }
+    }
+  });
 }
 
 TEST(LinearTransposed, MatchesPlainSum) {

@@ -130,7 +130,7 @@ TEST_P(FixtureTest, DebugIntermediatesMatch) {
   EXPECT_LE(h.rel(), kDebugMaxRel);
 }
 
-INSTANTIATE_TEST_SUITE_P(Isas, FixtureTest, ::testing::Values(Isa::kRef, Isa::kAvx2, Isa::kAvx512),
+INSTANTIATE_TEST_SUITE_P(Isas, FixtureTest, ::testing::Values(Isa::kRef, Isa::kAvx2, Isa::kAvx512, Isa::kAmx),
                          [](const auto& info) { return std::string(isa_name(info.param)); });
 
 }  // namespace

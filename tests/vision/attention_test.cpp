@@ -73,7 +73,7 @@ TEST_P(VisionAttentionTest, PackedEqualsAlone) {
   EXPECT_EQ(std::vector<float>(packed.begin() + 70 * Q, packed.end()), alone);
 }
 
-INSTANTIATE_TEST_SUITE_P(Isas, VisionAttentionTest, ::testing::Values(Isa::kRef, Isa::kAvx2, Isa::kAvx512),
+INSTANTIATE_TEST_SUITE_P(Isas, VisionAttentionTest, ::testing::Values(Isa::kRef, Isa::kAvx2, Isa::kAvx512, Isa::kAmx),
                          [](const auto& info) { return std::string(isa_name(info.param)); });
 
 }  // namespace

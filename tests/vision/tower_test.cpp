@@ -87,7 +87,7 @@ TEST_P(VisionFixtureTest, PackedBatchMatchesGoldenAndSingleRuns) {
   EXPECT_EQ(out, singles);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllIsas, VisionFixtureTest, ::testing::Values(Isa::kRef, Isa::kAvx2, Isa::kAvx512),
+INSTANTIATE_TEST_SUITE_P(AllIsas, VisionFixtureTest, ::testing::Values(Isa::kRef, Isa::kAvx2, Isa::kAvx512, Isa::kAmx),
                          [](const auto& info) { return std::string(isa_name(info.param)); });
 
 std::string load_error(const std::string& dir) {
