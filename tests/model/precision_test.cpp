@@ -68,7 +68,8 @@ TEST(Precision, Bf16LogitsStayCloseToExact) {
       std::printf("[precision bf16 vs fp32] %s prompt %d (%lld tokens): max |logit err| %.3g (max |logit| %.3g), "
                   "KL mean %.3g max %.3g, same argmax %d/%lld%s\n",
                   isa_name(isa), p, static_cast<long long>(T), max_err, max_logit, mean_kl, max_kl, argmax_same,
-                  static_cast<long long>(T), bf16_dot_available() ? " (vdpbf16ps)" : " (rounded activations, fp32 kernels)");
+                  static_cast<long long>(T),
+                  isa == Isa::kAmx ? " (AMX tiles)" : bf16_dot_available() ? " (vdpbf16ps)" : " (rounded activations, fp32 kernels)");
       EXPECT_GT(max_err, 0.0);  // the setting reaches the bf16 products
       EXPECT_LT(max_err, 1.5 * max_logit + 1.0);
       EXPECT_LT(mean_kl, 1.0);
