@@ -128,6 +128,7 @@ void measure_peak_flops(ThreadPool& pool, MachineLimits* out) {
   if (isa >= Isa::kAvx512) out->fp32_gflops = rate(&perf_isa::fma_loop_avx512);
   else if (isa == Isa::kAvx2) out->fp32_gflops = rate(&perf_isa::fma_loop_avx2);
   out->bf16_gflops = isa >= Isa::kAvx512 && cpu_features().avx512_bf16 ? rate(&perf_isa::bf16_dot_loop_avx512) : 0.0;
+  out->amx_bf16_gflops = isa == Isa::kAmx ? rate(&perf_isa::amx_bf16_loop) : 0.0;
   out->llc_bytes = last_level_cache_bytes();
   out->threads = pool.size();
   out->isa = isa_name(isa);

@@ -1,6 +1,6 @@
 // Measuring the limits k3's speed is judged against (performance.md): streaming read bandwidth
 // over a buffer far larger than the last-level cache with every thread busy, and the peak
-// arithmetic rate of the fp32 FMA and bf16 dot-product units.
+// arithmetic rate of the fp32 FMA and bf16 dot-product units and of the AMX tiles.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +15,7 @@ struct MachineLimits {
   double read_gbps_min = 0, read_gbps_max = 0;
   double fp32_gflops = 0;      // peak fp32 FMA rate, all threads (2 FLOP per lane per FMA)
   double bf16_gflops = 0;      // peak AVX512-BF16 dot-product rate (0 if the CPU lacks it)
+  double amx_bf16_gflops = 0;  // peak AMX-BF16 tile rate (0 below the amx dispatch level)
   uint64_t llc_bytes = 0;      // last-level cache size
   int threads = 0;
   std::string isa;
@@ -37,6 +38,7 @@ double sum_floats_avx2(const float* p, int64_t n);
 double fma_loop_avx512(int64_t iters);
 double fma_loop_avx2(int64_t iters);
 double bf16_dot_loop_avx512(int64_t iters);
+double amx_bf16_loop(int64_t iters);  // machine_amx.cpp
 }  // namespace perf_isa
 
 }  // namespace k3

@@ -37,9 +37,10 @@ std::string format_table(const BenchReport& r) {
   char line[512];
   std::snprintf(line, sizeof line,
                 "machine: %s, %d threads, %s kernels, LLC %llu MiB\n"
-                "  read bandwidth %.1f GB/s (min %.1f, max %.1f)   fp32 FMA peak %.1f GFLOP/s   bf16 dot peak %.1f GFLOP/s\n\n",
+                "  read bandwidth %.1f GB/s (min %.1f, max %.1f)   fp32 FMA peak %.1f GFLOP/s   bf16 dot peak %.1f GFLOP/s"
+                "   AMX bf16 peak %.0f GFLOP/s\n\n",
                 m.cpu.c_str(), m.threads, m.isa.c_str(), static_cast<unsigned long long>(m.llc_bytes >> 20), m.read_gbps,
-                m.read_gbps_min, m.read_gbps_max, m.fp32_gflops, m.bf16_gflops);
+                m.read_gbps_min, m.read_gbps_max, m.fp32_gflops, m.bf16_gflops, m.amx_bf16_gflops);
   out += line;
   if (!r.kernels.empty()) {
     std::snprintf(line, sizeof line, "%-30s %10s %-8s %7s  %-21s %s\n", "kernel", "median", "unit", "ratio", "min .. max", "limit / note");
@@ -80,7 +81,8 @@ nlohmann::json to_json(const BenchReport& r) {
                   {"read_gbps_min", m.read_gbps_min},
                   {"read_gbps_max", m.read_gbps_max},
                   {"peak_gflops", m.fp32_gflops},
-                  {"peak_bf16_gflops", m.bf16_gflops}};
+                  {"peak_bf16_gflops", m.bf16_gflops},
+                  {"peak_amx_bf16_gflops", m.amx_bf16_gflops}};
   j["kernels"] = nlohmann::json::array();
   for (const BenchResult& k : r.kernels)
     j["kernels"].push_back({{"name", k.name},
