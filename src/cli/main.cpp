@@ -15,7 +15,7 @@ int main(int argc, char** argv) {
   std::string isa;
   app.add_flag("-v,--verbose", verbosity, "More log output (repeat for debug)");
   app.add_flag("-q,--quiet", quiet, "Only errors");
-  app.add_option("--isa", isa, "Kernel instruction set: ref, avx2 or avx512 (default: best the CPU has)");
+  app.add_option("--isa", isa, "Kernel instruction set: ref, avx2, avx512 or amx (default: best the CPU has)");
 
   k3::cli::Runner run;
   k3::cli::add_inspect_command(app, run);

@@ -3,11 +3,12 @@
 // Tiles (all 16 rows x 64 bytes): C = 16 rows x 16 columns fp32, A = 16 weight rows x one
 // 32-column step read straight from the row-major matrix, B = one packed step of 16 columns.
 // Decode (one column group): 3 weight tiles share the B tile, 48 rows per block, and the weights
-// stream once.  Batches: 2 weight tiles x 2 column groups; the steps are walked in chunks so the
-// packed activations of a chunk stay in L2 while a super-block of rows passes over them, with
-// the partial sums parked in a per-thread buffer between chunks (exact: a tile store and reload
-// changes no bits).  Blocks that are short of rows, or matrices whose width is not a whole
-// number of steps, are copied into a zero-padded scratch block first.
+// stream once, read straight from the matrix.  Batches: 2 weight tiles x 2 column groups; the
+// steps are walked in chunks, each row block's chunk copied into a contiguous panel that all
+// column groups reuse, while the chunk's packed activations stay in L2; the partial sums are
+// parked in a per-thread buffer between chunks (exact: a tile store and reload changes no bits).
+// Unchunked blocks that are short of rows, or widths that are not a whole number of steps, are
+// copied into a zero-padded scratch block first.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -59,9 +60,9 @@ T* align64(std::vector<T>& v, size_t n) {
 
 // A block of 48 rows against one column group (decode and small batches).
 // Tiles: C 0-2, A 3-5, B 6.
-void block_3x1(const uint16_t* a, int64_t a_stride, const uint16_t* b, int64_t steps, float* c, int64_t c_stride,
-               bool first) {
-  const int64_t ab = a_stride * 2, cb = c_stride * 4;
+void block_3x1(const uint16_t* a, int64_t a_row, int64_t a_step, const uint16_t* b, int64_t steps, float* c,
+               int64_t c_stride, bool first) {
+  const int64_t ab = a_row * 2, cb = c_stride * 4;
   if (first) {
     _tile_zero(0);
     _tile_zero(1);
@@ -73,9 +74,9 @@ void block_3x1(const uint16_t* a, int64_t a_stride, const uint16_t* b, int64_t s
   }
   for (int64_t s = 0; s < steps; ++s) {
     _tile_loadd(6, b + s * 512, 64);
-    _tile_loadd(3, a + s * 32, ab);
-    _tile_loadd(4, a + 16 * a_stride + s * 32, ab);
-    _tile_loadd(5, a + 32 * a_stride + s * 32, ab);
+    _tile_loadd(3, a + s * a_step, ab);
+    _tile_loadd(4, a + 16 * a_row + s * a_step, ab);
+    _tile_loadd(5, a + 32 * a_row + s * a_step, ab);
     _tile_dpbf16ps(0, 3, 6);
     _tile_dpbf16ps(1, 4, 6);
     _tile_dpbf16ps(2, 5, 6);
@@ -86,9 +87,9 @@ void block_3x1(const uint16_t* a, int64_t a_stride, const uint16_t* b, int64_t s
 }
 
 // 32 rows against two column groups (b0, b1).  Tiles: C 0-3, A 4-5, B 6-7.
-void block_2x2(const uint16_t* a, int64_t a_stride, const uint16_t* b0, const uint16_t* b1, int64_t steps, float* c,
-               int64_t c_stride, bool first) {
-  const int64_t ab = a_stride * 2, cb = c_stride * 4;
+void block_2x2(const uint16_t* a, int64_t a_row, int64_t a_step, const uint16_t* b0, const uint16_t* b1,
+               int64_t steps, float* c, int64_t c_stride, bool first) {
+  const int64_t ab = a_row * 2, cb = c_stride * 4;
   if (first) {
     _tile_zero(0);
     _tile_zero(1);
@@ -100,15 +101,24 @@ void block_2x2(const uint16_t* a, int64_t a_stride, const uint16_t* b0, const ui
     _tile_loadd(2, c + 16 * c_stride, cb);
     _tile_loadd(3, c + 16 * c_stride + 16, cb);
   }
+  // Software-pipelined: each tile is reloaded for the next step as soon as its last reader of
+  // this step has issued, so the loads overlap the remaining products.
+  _tile_loadd(4, a, ab);
+  _tile_loadd(6, b0, 64);
+  _tile_loadd(7, b1, 64);
+  _tile_loadd(5, a + 16 * a_row, ab);
   for (int64_t s = 0; s < steps; ++s) {
-    _tile_loadd(4, a + s * 32, ab);
-    _tile_loadd(6, b0 + s * 512, 64);
-    _tile_loadd(7, b1 + s * 512, 64);
-    _tile_loadd(5, a + 16 * a_stride + s * 32, ab);
+    const bool more = s + 1 < steps;
     _tile_dpbf16ps(0, 4, 6);
     _tile_dpbf16ps(1, 4, 7);
+    if (more) _tile_loadd(4, a + (s + 1) * a_step, ab);
     _tile_dpbf16ps(2, 5, 6);
+    if (more) _tile_loadd(6, b0 + (s + 1) * 512, 64);
     _tile_dpbf16ps(3, 5, 7);
+    if (more) {
+      _tile_loadd(5, a + 16 * a_row + (s + 1) * a_step, ab);
+      _tile_loadd(7, b1 + (s + 1) * 512, 64);
+    }
   }
   _tile_stored(0, c, cb);
   _tile_stored(1, c + 16, cb);
@@ -117,9 +127,9 @@ void block_2x2(const uint16_t* a, int64_t a_stride, const uint16_t* b0, const ui
 }
 
 // 32 rows against one column group (the odd last group of a batch).  Tiles: C 0 and 2, A 4-5, B 6.
-void block_2x1(const uint16_t* a, int64_t a_stride, const uint16_t* b, int64_t steps, float* c, int64_t c_stride,
-               bool first) {
-  const int64_t ab = a_stride * 2, cb = c_stride * 4;
+void block_2x1(const uint16_t* a, int64_t a_row, int64_t a_step, const uint16_t* b, int64_t steps, float* c,
+               int64_t c_stride, bool first) {
+  const int64_t ab = a_row * 2, cb = c_stride * 4;
   if (first) {
     _tile_zero(0);
     _tile_zero(2);
@@ -129,8 +139,8 @@ void block_2x1(const uint16_t* a, int64_t a_stride, const uint16_t* b, int64_t s
   }
   for (int64_t s = 0; s < steps; ++s) {
     _tile_loadd(6, b + s * 512, 64);
-    _tile_loadd(4, a + s * 32, ab);
-    _tile_loadd(5, a + 16 * a_stride + s * 32, ab);
+    _tile_loadd(4, a + s * a_step, ab);
+    _tile_loadd(5, a + 16 * a_row + s * a_step, ab);
     _tile_dpbf16ps(0, 4, 6);
     _tile_dpbf16ps(2, 5, 6);
   }
@@ -190,9 +200,12 @@ void linear_rows(const Matrix& w, const PackedActivations& x, float* y, int64_t 
   const int64_t cols = w.cols, steps = x.steps, G = x.groups, P = x.pieces;
   const int na = G == 1 ? 3 : 2;
   const int64_t rb_rows = 16 * na;
-  // Chunk the steps only when the packed activations of the whole width would not stay in L2.
+  // Batches of more than two column groups walk the steps in chunks of kPanelSteps: each row
+  // block's chunk is copied once into a contiguous panel (16 KB per weight tile column, L1),
+  // which every column group then reuses, while the chunk's packed activations stay in L2.
+  constexpr int64_t kPanelSteps = 16;
   const bool chunked = G > 2;
-  const int64_t kc = chunked ? std::max<int64_t>(16, 768 / G) : steps;
+  const int64_t kc = chunked ? kPanelSteps : steps;
   const int64_t sb_rows = chunked ? 4 * rb_rows : rb_rows;
   const int64_t c_stride = G * 16;  // floats per row of the partial-sum buffer
   thread_local std::vector<float> cbuf_store;
@@ -207,24 +220,37 @@ void linear_rows(const Matrix& w, const PackedActivations& x, float* y, int64_t 
       for (int64_t rb = sb; rb < se; rb += rb_rows) {
         const int64_t rn = std::min(rb_rows, se - rb);
         const uint16_t* a = W + rb * cols + k0 * 32;
-        int64_t a_stride = cols;
-        if (rn < rb_rows || !direct_cols) {
+        int64_t a_row = cols, a_step = 32;
+        if (chunked) {  // panel [step][row][32], zero-padded past the rows and the width
+          uint16_t* pa = align64(scratch_store, static_cast<size_t>(ks * rb_rows * 32));
+          for (int64_t st = 0; st < ks; ++st) {
+            const int64_t c0 = (k0 + st) * 32, cw = std::min<int64_t>(32, cols - c0);
+            const __mmask32 m = cw >= 32 ? ~__mmask32{0} : (__mmask32{1} << cw) - 1;
+            for (int64_t i = 0; i < rb_rows; ++i) {
+              const __m512i v = i < rn ? _mm512_maskz_loadu_epi16(m, W + (rb + i) * cols + c0) : _mm512_setzero_si512();
+              _mm512_store_si512(pa + (st * rb_rows + i) * 32, v);
+            }
+          }
+          a = pa;
+          a_row = 32;
+          a_step = rb_rows * 32;
+        } else if (rn < rb_rows || !direct_cols) {  // a zero-padded copy of a short or ragged block
           const int64_t width = ks * 32, c0 = k0 * 32, cw = std::min(cols, k1 * 32) - c0;
           uint16_t* sc = align64(scratch_store, static_cast<size_t>(rb_rows * width));
           std::memset(sc, 0, static_cast<size_t>(rb_rows * width) * 2);
           for (int64_t i = 0; i < rn; ++i) std::memcpy(sc + i * width, W + (rb + i) * cols + c0, cw * 2);
           a = sc;
-          a_stride = width;
+          a_row = width;
         }
         float* c = cbuf + (rb - sb) * c_stride;
         const bool first = k0 == 0;
         if (na == 3) {
-          for (int64_t g = 0; g < G; ++g) block_3x1(a, a_stride, x.tile(g, k0), ks, c + g * 16, c_stride, first);
+          for (int64_t g = 0; g < G; ++g) block_3x1(a, a_row, a_step, x.tile(g, k0), ks, c + g * 16, c_stride, first);
         } else {
           int64_t g = 0;
           for (; g + 2 <= G; g += 2)
-            block_2x2(a, a_stride, x.tile(g, k0), x.tile(g + 1, k0), ks, c + g * 16, c_stride, first);
-          if (g < G) block_2x1(a, a_stride, x.tile(g, k0), ks, c + g * 16, c_stride, first);
+            block_2x2(a, a_row, a_step, x.tile(g, k0), x.tile(g + 1, k0), ks, c + g * 16, c_stride, first);
+          if (g < G) block_2x1(a, a_row, a_step, x.tile(g, k0), ks, c + g * 16, c_stride, first);
         }
       }
     }
