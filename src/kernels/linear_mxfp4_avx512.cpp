@@ -34,29 +34,31 @@ namespace {
 // bandwidth against ~64% at 8 KB (k3 bench, cold experts, 2 threads).
 constexpr int64_t kPrefetchBytes = 8192;
 
-// Lane i -> 2^(scale[i / 4] - 127) for the 4 E8M0 bytes of a 128-column block.
+// Lane i -> 2^(scale[i / 4] - 127) for the 4 E8M0 bytes of a 128-column block.  A zero byte is
+// the subnormal 2^-127, which the exponent shift cannot express; kZeros marks row blocks whose
+// scales contain one (found once per block with memchr), so the common path carries no test.
+template <bool kZeros>
 inline __m512 block_scales(const uint8_t* s) {
-  uint32_t u;
-  std::memcpy(&u, s, 4);
-  // A zero byte is the subnormal 2^-127, which the exponent shift cannot express.  (The empty
-  // asm keeps this test in general registers; GCC otherwise moves it to mask registers, whose
-  // ops compete with the vector work for ports 0 and 5.)
-  uint32_t nu = ~u;
-  asm("" : "+r"(nu));
-  if (__builtin_expect(((u - 0x01010101u) & nu & 0x80808080u) != 0, 0)) {
-    alignas(64) float v[16];
-    for (int i = 0; i < 16; ++i) v[i] = e8m0_to_f32(s[i / 4]);
-    return _mm512_load_ps(v);
+  if constexpr (kZeros) {
+    uint32_t u;
+    std::memcpy(&u, s, 4);
+    if (((u - 0x01010101u) & ~u & 0x80808080u) != 0) {
+      alignas(64) float v[16];
+      for (int i = 0; i < 16; ++i) v[i] = e8m0_to_f32(s[i / 4]);
+      return _mm512_load_ps(v);
+    }
   }
   // Rotate byte j of the broadcast word to bit 23 (left by 23 - 8j, mod 32), keep the exponent.
   const __m512i rot = _mm512_set_epi32(31, 31, 31, 31, 7, 7, 7, 7, 15, 15, 15, 15, 23, 23, 23, 23);
-  const __m512i b = _mm512_set1_epi32(static_cast<int>(u));
+  int32_t word;
+  std::memcpy(&word, s, 4);
+  const __m512i b = _mm512_set1_epi32(word);
   return _mm512_castsi512_ps(_mm512_and_si512(_mm512_rolv_epi32(b, rot), _mm512_set1_epi32(0x7f800000)));
 }
 
 // R rows (packed bytes at w0 + i*ws, scales at s0 + i*ss) x T tokens (activations at
 // x0 + t*xs), columns [c0, c1); accumulators live in acc_mem between column blocks.
-template <int R, int T>
+template <int R, int T, bool kZeros>
 __attribute__((noinline)) void tile(const uint8_t* w0, int64_t ws, const uint8_t* s0, int64_t ss, const float* x0,
                                     int64_t xs, int64_t c0, int64_t c1, int64_t full, float* acc_mem,
                                     int64_t acc_stride) {
@@ -89,7 +91,7 @@ __attribute__((noinline)) void tile(const uint8_t* w0, int64_t ws, const uint8_t
       }
     }
     for (int i = 0; i < R; ++i) {
-      const __m512 sv = block_scales(s[i] + c / 32);
+      const __m512 sv = block_scales<kZeros>(s[i] + c / 32);
       for (int t = 0; t < T; ++t) acc[i][t] = _mm512_fmadd_ps(p[i][t], sv, acc[i][t]);
     }
   }
@@ -124,12 +126,15 @@ void linear_rows_mxfp4(const Matrix& m, const float* xs, int64_t n, float* y, in
   thread_local std::vector<float> accbuf;
   accbuf.resize(static_cast<size_t>(kRowBlock * kTokBlock * 16));
   float* acc = accbuf.data();
+  bool zeros = false;  // this row block's scales contain a zero byte
   auto run = [&]<int R, int T>(int64_t r, int64_t t, int64_t ri, int64_t ti, int64_t c0, int64_t c1) {
-    tile<R, T>(pk + r * (cols / 2), cols / 2, m.scales + r * (cols / 32), cols / 32, xs + t * cols, cols, c0, c1, full,
-               acc + (ri * kTokBlock + ti) * 16, kTokBlock);
+    auto* f = zeros ? &tile<R, T, true> : &tile<R, T, false>;
+    f(pk + r * (cols / 2), cols / 2, m.scales + r * (cols / 32), cols / 32, xs + t * cols, cols, c0, c1, full,
+      acc + (ri * kTokBlock + ti) * 16, kTokBlock);
   };
   for (int64_t rb = r0; rb < r1; rb += kRowBlock) {
     const int64_t rn = std::min(kRowBlock, r1 - rb);
+    zeros = std::memchr(m.scales + rb * (cols / 32), 0, static_cast<size_t>(rn * (cols / 32))) != nullptr;
     for (int64_t tb = 0; tb < n; tb += kTokBlock) {
       const int64_t tn = std::min(kTokBlock, n - tb);
       for (int64_t ri = 0; ri < rn; ++ri) std::fill_n(acc + ri * kTokBlock * 16, tn * 16, 0.0f);
