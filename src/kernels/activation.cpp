@@ -1,13 +1,57 @@
 #include "kernels/activation.h"
 
+#include "base/cpu_features.h"
+#include "base/thread_pool.h"
+
 namespace k3 {
 
+namespace ref {
 void situ_glu(const float* g, const float* u, int64_t n, float b1, float b2, float* out) {
-  for (int64_t i = 0; i < n; ++i) out[i] = situ_glu(g[i], u[i], b1, b2);
+  for (int64_t i = 0; i < n; ++i) out[i] = k3::situ_glu(g[i], u[i], b1, b2);
 }
 
 void silu_glu(const float* g, const float* u, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = silu(g[i]) * u[i];
+}
+}  // namespace ref
+
+namespace {
+
+// Runs fn over [0, n) in pieces on the pool when there is enough work to share.
+template <class Fn>
+void split(int64_t n, const Fn& fn) {
+  ThreadPool& pool = global_pool();
+  if (n < (int64_t{1} << 15) || pool.size() == 1) {
+    fn(int64_t{0}, n);
+    return;
+  }
+  pool.parallel_for(n, 64, [&](int64_t b, int64_t e, int) { fn(b, e); });
+}
+
+}  // namespace
+
+void situ_glu(const float* g, const float* u, int64_t n, float b1, float b2, float* out) {
+  const Isa isa = active_isa();
+  split(n, [&](int64_t b, int64_t e) {
+    switch (isa) {
+      case Isa::kAmx:
+      case Isa::kAvx512: avx512::situ_glu(g + b, u + b, e - b, b1, b2, out + b); return;
+      case Isa::kAvx2: avx2::situ_glu(g + b, u + b, e - b, b1, b2, out + b); return;
+      case Isa::kRef: ref::situ_glu(g + b, u + b, e - b, b1, b2, out + b); return;
+    }
+  });
+}
+
+void silu_glu(const float* g, const float* u, int64_t n, float* out) {
+  const Isa isa = active_isa();
+  split(n, [&](int64_t b, int64_t e) {
+    switch (isa) {
+      case Isa::kAmx:
+      case Isa::kAvx512: avx512::silu_glu(g + b, u + b, e - b, out + b); return;
+      case Isa::kAvx2: avx2::silu_glu(g + b, u + b, e - b, out + b); return;
+      case Isa::kRef: ref::silu_glu(g + b, u + b, e - b, out + b); return;
+    }
+  });
 }
 
 }  // namespace k3

@@ -16,9 +16,25 @@ inline float situ_glu(float g, float u, float b1, float b2) {
   return (b1 * std::tanh(g / b1) * sigmoid(g)) * (b2 * std::tanh(u / b2));
 }
 
-// out[i] = situ_glu(g[i], u[i]) for i < n.  out may alias g.
+// out[i] = situ_glu(g[i], u[i]) for i < n.  out may alias g.  Dispatches on active_isa()
+// (vector tanh / exp within a few ulp of the scalar forms above) and spreads large arrays over
+// the thread pool; every element's value depends only on its own inputs.
 void situ_glu(const float* g, const float* u, int64_t n, float b1, float b2, float* out);
 // out[i] = silu(g[i]) * u[i].  out may alias g.
 void silu_glu(const float* g, const float* u, int64_t n, float* out);
+
+// The scalar forms, element by element (the tests' reference and the vector kernels' tails).
+namespace ref {
+void situ_glu(const float* g, const float* u, int64_t n, float b1, float b2, float* out);
+void silu_glu(const float* g, const float* u, int64_t n, float* out);
+}  // namespace ref
+namespace avx2 {
+void situ_glu(const float* g, const float* u, int64_t n, float b1, float b2, float* out);
+void silu_glu(const float* g, const float* u, int64_t n, float* out);
+}  // namespace avx2
+namespace avx512 {
+void situ_glu(const float* g, const float* u, int64_t n, float b1, float b2, float* out);
+void silu_glu(const float* g, const float* u, int64_t n, float* out);
+}  // namespace avx512
 
 }  // namespace k3

@@ -22,6 +22,13 @@ struct Avx2 {
   static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
   static V add(V a, V b) { return _mm256_add_ps(a, b); }
   static V max(V a, V b) { return _mm256_max_ps(a, b); }
+  static V min(V a, V b) { return _mm256_min_ps(a, b); }
+  static V div(V a, V b) { return _mm256_div_ps(a, b); }
+  static V abs(V a) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a); }
+  // |mag| with the sign of s (mag non-negative).
+  static V copysign(V mag, V s) { return _mm256_or_ps(mag, _mm256_and_ps(s, _mm256_set1_ps(-0.0f))); }
+  // a < b ? t : f, per lane.
+  static V select_lt(V a, V b, V t, V f) { return _mm256_blendv_ps(f, t, _mm256_cmp_ps(a, b, _CMP_LT_OQ)); }
   // dst[j*ldd + i] = src[i*lds + j] for an 8 x 8 block.
   static void transpose(const float* src, int64_t lds, float* dst, int64_t ldd) {
     V r[8], t[8];

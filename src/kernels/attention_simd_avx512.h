@@ -21,6 +21,16 @@ struct Avx512 {
   static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
   static V add(V a, V b) { return _mm512_add_ps(a, b); }
   static V max(V a, V b) { return _mm512_max_ps(a, b); }
+  static V min(V a, V b) { return _mm512_min_ps(a, b); }
+  static V div(V a, V b) { return _mm512_div_ps(a, b); }
+  static V abs(V a) { return _mm512_abs_ps(a); }
+  // |mag| with the sign of s (mag non-negative).
+  static V copysign(V mag, V s) {
+    return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(_mm512_castps_si512(mag), _mm512_castps_si512(s),
+                                                         _mm512_set1_epi32(INT32_MIN), 0xD8));
+  }
+  // a < b ? t : f, per lane.
+  static V select_lt(V a, V b, V t, V f) { return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, b, _CMP_LT_OQ), f, t); }
   // dst[j*ldd + i] = src[i*lds + j] for a 16 x 16 block (unpack, in-lane shuffle, two lane shuffles).
   static void transpose(const float* src, int64_t lds, float* dst, int64_t ldd) {
     V r[16], t[16];

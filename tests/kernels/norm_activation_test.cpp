@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "kernels/activation.h"
 #include "kernels/kernel_test_util.h"
@@ -81,6 +82,43 @@ TEST(Situ, FormulaAndBounds) {
   std::vector<float> g = {1, -2, 30}, u = {0.5, 100, -3}, out(3);
   situ_glu(g.data(), u.data(), 3, 4.0f, 25.0f, out.data());
   for (int i = 0; i < 3; ++i) EXPECT_EQ(out[i], situ_glu(g[i], u[i], 4.0f, 25.0f));
+}
+
+// The vector kernels (every ISA here) against the fp64 formulas, over array lengths that are and
+// are not multiples of the vector width, inputs from tiny to saturating, and an array long
+// enough to be split over the thread pool.
+TEST(Situ, VectorKernelsMatchTheFormula) {
+  Rng rng(16);
+  std::vector<float> g, u;
+  for (double scale : {1e-3, 0.3, 1.0, 3.0, 30.0, 300.0})
+    for (int i = 0; i < 4000; ++i) {
+      g.push_back(static_cast<float>(rng.normal() * scale));
+      u.push_back(static_cast<float>(rng.normal() * scale * 4));
+    }
+  for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 0.4999f, 0.5f, 0.5001f, -0.5f, 2.0f, -2.0f, 44.0f, 88.0f, -88.0f,
+                  1000.0f, -1000.0f, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()})
+    for (float w : {0.0f, 1.0f, -3.0f, 2.0f * 25.0f, v}) g.push_back(v), u.push_back(w);
+  const int64_t total = static_cast<int64_t>(g.size());
+  auto situ64 = [](double x, double y) {
+    return (4.0 * std::tanh(x / 4.0) / (1.0 + std::exp(-x))) * (25.0 * std::tanh(y / 25.0));
+  };
+  auto silu64 = [](double x, double y) { return x / (1.0 + std::exp(-x)) * y; };
+  testing::for_each_isa([&](Isa) {
+    for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{16}, int64_t{37}, int64_t{1000}, total}) {
+      SCOPED_TRACE(::testing::Message() << "n=" << n);
+      std::vector<float> a(n), b(n);
+      situ_glu(g.data(), u.data(), n, 4.0f, 25.0f, a.data());
+      silu_glu(g.data(), u.data(), n, b.data());
+      for (int64_t i = 0; i < n; ++i) {
+        const double want = situ64(g[i], u[i]);
+        ASSERT_NEAR(a[i], want, 1e-6 * std::fabs(want) + 1e-30) << "situ g=" << g[i] << " u=" << u[i];
+        if (std::isfinite(g[i]) && std::isfinite(u[i])) {
+          const double ws = silu64(g[i], u[i]);
+          ASSERT_NEAR(b[i], ws, 1e-6 * std::fabs(ws) + 1e-30) << "silu g=" << g[i] << " u=" << u[i];
+        }
+      }
+    }
+  });
 }
 
 TEST(Activations, SiluSoftplusSigmoid) {
