@@ -6,12 +6,24 @@
 namespace k3 {
 
 namespace ref {
+void sigmoid(const float* x, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = k3::sigmoid(x[i]);
+}
+
+void silu(const float* x, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = k3::silu(x[i]);
+}
+
+void mul_sigmoid(const float* x, const float* gate, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * k3::sigmoid(gate[i]);
+}
+
 void situ_glu(const float* g, const float* u, int64_t n, float b1, float b2, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = k3::situ_glu(g[i], u[i], b1, b2);
 }
 
 void silu_glu(const float* g, const float* u, int64_t n, float* out) {
-  for (int64_t i = 0; i < n; ++i) out[i] = silu(g[i]) * u[i];
+  for (int64_t i = 0; i < n; ++i) out[i] = k3::silu(g[i]) * u[i];
 }
 }  // namespace ref
 
@@ -29,6 +41,31 @@ void split(int64_t n, const Fn& fn) {
 }
 
 }  // namespace
+
+#define K3_ACT_DISPATCH(call)                 \
+  switch (isa) {                              \
+    case Isa::kAmx:                           \
+    case Isa::kAvx512: avx512::call; return;  \
+    case Isa::kAvx2: avx2::call; return;      \
+    case Isa::kRef: ref::call; return;        \
+  }
+
+void sigmoid(const float* x, int64_t n, float* out) {
+  const Isa isa = active_isa();
+  split(n, [&](int64_t b, int64_t e) { K3_ACT_DISPATCH(sigmoid(x + b, e - b, out + b)) });
+}
+
+void silu(const float* x, int64_t n, float* out) {
+  const Isa isa = active_isa();
+  split(n, [&](int64_t b, int64_t e) { K3_ACT_DISPATCH(silu(x + b, e - b, out + b)) });
+}
+
+void mul_sigmoid(const float* x, const float* gate, int64_t n, float* out) {
+  const Isa isa = active_isa();
+  split(n, [&](int64_t b, int64_t e) { K3_ACT_DISPATCH(mul_sigmoid(x + b, gate + b, e - b, out + b)) });
+}
+
+#undef K3_ACT_DISPATCH
 
 void situ_glu(const float* g, const float* u, int64_t n, float b1, float b2, float* out) {
   const Isa isa = active_isa();

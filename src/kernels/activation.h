@@ -23,16 +23,31 @@ void situ_glu(const float* g, const float* u, int64_t n, float b1, float b2, flo
 // out[i] = silu(g[i]) * u[i].  out may alias g.
 void silu_glu(const float* g, const float* u, int64_t n, float* out);
 
+// Arrays (out may alias the input): out[i] = sigmoid(x[i]); out[i] = silu(x[i]);
+// out[i] = sigmoid(gate[i]) * x[i] (output gating).  Dispatched and split like situ_glu.
+void sigmoid(const float* x, int64_t n, float* out);
+void silu(const float* x, int64_t n, float* out);
+void mul_sigmoid(const float* x, const float* gate, int64_t n, float* out);
+
 // The scalar forms, element by element (the tests' reference and the vector kernels' tails).
 namespace ref {
+void sigmoid(const float* x, int64_t n, float* out);
+void silu(const float* x, int64_t n, float* out);
+void mul_sigmoid(const float* x, const float* gate, int64_t n, float* out);
 void situ_glu(const float* g, const float* u, int64_t n, float b1, float b2, float* out);
 void silu_glu(const float* g, const float* u, int64_t n, float* out);
 }  // namespace ref
 namespace avx2 {
+void sigmoid(const float* x, int64_t n, float* out);
+void silu(const float* x, int64_t n, float* out);
+void mul_sigmoid(const float* x, const float* gate, int64_t n, float* out);
 void situ_glu(const float* g, const float* u, int64_t n, float b1, float b2, float* out);
 void silu_glu(const float* g, const float* u, int64_t n, float* out);
 }  // namespace avx2
 namespace avx512 {
+void sigmoid(const float* x, int64_t n, float* out);
+void silu(const float* x, int64_t n, float* out);
+void mul_sigmoid(const float* x, const float* gate, int64_t n, float* out);
 void situ_glu(const float* g, const float* u, int64_t n, float b1, float b2, float* out);
 void silu_glu(const float* g, const float* u, int64_t n, float* out);
 }  // namespace avx512

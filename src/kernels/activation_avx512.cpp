@@ -1,4 +1,4 @@
-// SiTU-GLU / SiLU-GLU compiled for AVX512 (activation_simd.h); the tails use the scalar forms.
+// Sigmoid, SiLU, sigmoid gating, SiTU-GLU and SiLU-GLU compiled for AVX512 (activation_simd.h); every element, tails included, takes the vector path.
 #include <immintrin.h>
 
 #include <cstdint>
@@ -12,14 +12,24 @@
 
 namespace k3::avx512 {
 
+void sigmoid(const float* x, int64_t n, float* out) {
+  act_detail::Act<simd::Avx512>::sigmoid_times<false, false>(x, nullptr, n, out);
+}
+
+void silu(const float* x, int64_t n, float* out) {
+  act_detail::Act<simd::Avx512>::sigmoid_times<true, false>(x, nullptr, n, out);
+}
+
+void mul_sigmoid(const float* x, const float* gate, int64_t n, float* out) {
+  act_detail::Act<simd::Avx512>::sigmoid_times<false, true>(gate, x, n, out);
+}
+
 void situ_glu(const float* g, const float* u, int64_t n, float b1, float b2, float* out) {
-  const int64_t done = act_detail::Act<simd::Avx512>::situ_glu(g, u, n, b1, b2, out);
-  ref::situ_glu(g + done, u + done, n - done, b1, b2, out + done);
+  act_detail::Act<simd::Avx512>::situ_glu(g, u, n, b1, b2, out);
 }
 
 void silu_glu(const float* g, const float* u, int64_t n, float* out) {
-  const int64_t done = act_detail::Act<simd::Avx512>::silu_glu(g, u, n, out);
-  ref::silu_glu(g + done, u + done, n - done, out + done);
+  act_detail::Act<simd::Avx512>::silu_glu(g, u, n, out);
 }
 
 }  // namespace k3::avx512

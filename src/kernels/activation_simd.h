@@ -37,26 +37,53 @@ struct Act {
     return Tr::div(Tr::set1(1.0f), Tr::add(Tr::set1(1.0f), e));
   }
 
-  // out[i] = (b1 tanh(g/b1) sigmoid(g)) (b2 tanh(u/b2)); the last n % L by the scalar form.
-  static int64_t situ_glu(const float* g, const float* u, int64_t n, float b1, float b2, float* out) {
-    const V vb1 = Tr::set1(b1), vb2 = Tr::set1(b2);
+  // Applies f(a, b) -> V over n elements, the last n % L through a masked load and a partial
+  // store, so every element gets the same vector arithmetic wherever it sits in the array
+  // (batch invariance: a sequence's rows move within a batch).
+  template <class F>
+  static void apply(const float* a, const float* b, int64_t n, float* out, const F& f) {
     int64_t i = 0;
-    for (; i + L <= n; i += L) {
-      const V gv = Tr::load(g + i), uv = Tr::load(u + i);
-      const V a = Tr::mul(Tr::mul(vb1, tanh(Tr::div(gv, vb1))), sigmoid(gv));
-      Tr::store(out + i, Tr::mul(a, Tr::mul(vb2, tanh(Tr::div(uv, vb2)))));
+    for (; i + L <= n; i += L) Tr::store(out + i, f(Tr::load(a + i), b ? Tr::load(b + i) : Tr::zero()));
+    if (i == n) return;
+    const int rest = static_cast<int>(n - i);
+    alignas(64) float tmp[L];
+    Tr::store(tmp, f(Tr::load_first(a + i, rest), b ? Tr::load_first(b + i, rest) : Tr::zero()));
+    for (int j = 0; j < rest; ++j) out[i + j] = tmp[j];
+  }
+
+  // (Element operations are function objects, not lambdas: GCC does not carry the file's target
+  // pragma into a lambda's signature, and warns about the vector ABI.)
+  struct Situ {
+    V b1, b2;
+    V operator()(V g, V u) const {
+      const V a = Tr::mul(Tr::mul(b1, tanh(Tr::div(g, b1))), sigmoid(g));
+      return Tr::mul(a, Tr::mul(b2, tanh(Tr::div(u, b2))));
     }
-    return i;
+  };
+  template <bool kSelf, bool kMul>
+  struct SigmoidTimes {
+    V operator()(V x, V m) const {
+      V r = sigmoid(x);
+      if constexpr (kSelf) r = Tr::mul(x, r);
+      if constexpr (kMul) r = Tr::mul(r, m);
+      return r;
+    }
+  };
+
+  // out[i] = (b1 tanh(g/b1) sigmoid(g)) (b2 tanh(u/b2)).
+  static void situ_glu(const float* g, const float* u, int64_t n, float b1, float b2, float* out) {
+    apply(g, u, n, out, Situ{Tr::set1(b1), Tr::set1(b2)});
+  }
+
+  // out[i] = sigmoid(x[i]) * (mul ? mul[i] : 1) * (self ? x[i] : 1): sigmoid, silu, gating.
+  template <bool kSelf, bool kMul>
+  static void sigmoid_times(const float* x, const float* mul, int64_t n, float* out) {
+    apply(x, kMul ? mul : nullptr, n, out, SigmoidTimes<kSelf, kMul>{});
   }
 
   // out[i] = g sigmoid(g) u.
-  static int64_t silu_glu(const float* g, const float* u, int64_t n, float* out) {
-    int64_t i = 0;
-    for (; i + L <= n; i += L) {
-      const V gv = Tr::load(g + i);
-      Tr::store(out + i, Tr::mul(Tr::mul(gv, sigmoid(gv)), Tr::load(u + i)));
-    }
-    return i;
+  static void silu_glu(const float* g, const float* u, int64_t n, float* out) {
+    apply(g, u, n, out, SigmoidTimes<true, true>{});
   }
 };
 

@@ -126,9 +126,10 @@ void short_conv_silu(const float* x, int64_t T, int64_t C, int W, const float* w
     for (int64_t ch = 0; ch < C; ++ch) {
       float acc = 0.0f;
       for (int w = 0; w < W; ++w) acc += weight[ch * W + w] * input(t - H + w, ch);
-      y[t * C + ch] = silu(acc);
+      y[t * C + ch] = acc;
     }
   }
+  silu(y, T * C, y);
   // Keep the newest H raw inputs.
   std::vector<float> next(static_cast<size_t>(H) * C);
   for (int i = 0; i < H; ++i)

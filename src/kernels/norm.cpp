@@ -34,7 +34,7 @@ void l2_norm(float* x, int64_t n, int64_t dim, float eps) {
 void rms_norm_sigmoid_gated(const float* x, const float* gate, int64_t n, int64_t dim, const float* weight, float eps,
                             float* out) {
   rms_norm(x, n, dim, weight, eps, out);
-  for (int64_t i = 0; i < n * dim; ++i) out[i] *= sigmoid(gate[i]);
+  mul_sigmoid(out, gate, n * dim, out);
 }
 
 }  // namespace k3

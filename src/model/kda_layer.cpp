@@ -43,14 +43,18 @@ void kda_layer_forward(const KdaWeights& w, const TextConfig& c, const BatchLayo
       float* gt = &g[t * P + static_cast<int64_t>(h) * D];
       const float* dt = &w.dt_bias[static_cast<size_t>(h) * D];
       if (c.kda.gate_lower_bound) {
-        const float lb = *c.kda.gate_lower_bound;
-        for (int d = 0; d < D; ++d) gt[d] = lb * sigmoid(a * (gt[d] + dt[d]));
+        for (int d = 0; d < D; ++d) gt[d] = a * (gt[d] + dt[d]);  // lb * sigmoid(.) below, vectorised
       } else {
         for (int d = 0; d < D; ++d) gt[d] = -a * softplus(gt[d] + dt[d]);
       }
     }
+  if (c.kda.gate_lower_bound) {
+    const float lb = *c.kda.gate_lower_bound;
+    sigmoid(g.data(), N * P, g.data());
+    for (float& e : g) e *= lb;
+  }
   linear(w.b, x, N, beta.data());
-  for (float& b : beta) b = sigmoid(b);
+  sigmoid(beta.data(), N * H, beta.data());
 
   // Delta rule per (sequence, head), spread over the thread pool.
   std::vector<float> o(N * P);

@@ -81,7 +81,10 @@ TEST(Situ, FormulaAndBounds) {
               4.0 * std::tanh(2.0) / (1.0 + std::exp(-8.0)) * 25.0 * std::tanh(1.0 / 25.0), 1e-5);
   std::vector<float> g = {1, -2, 30}, u = {0.5, 100, -3}, out(3);
   situ_glu(g.data(), u.data(), 3, 4.0f, 25.0f, out.data());
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(out[i], situ_glu(g[i], u[i], 4.0f, 25.0f));
+  for (int i = 0; i < 3; ++i) {
+    const float want = situ_glu(g[i], u[i], 4.0f, 25.0f);
+    EXPECT_NEAR(out[i], want, 1e-6 * std::fabs(want));
+  }
 }
 
 // The vector kernels (every ISA here) against the fp64 formulas, over array lengths that are and
@@ -106,9 +109,26 @@ TEST(Situ, VectorKernelsMatchTheFormula) {
   testing::for_each_isa([&](Isa) {
     for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{16}, int64_t{37}, int64_t{1000}, total}) {
       SCOPED_TRACE(::testing::Message() << "n=" << n);
-      std::vector<float> a(n), b(n);
+      std::vector<float> a(n), b(n), sg(n), sl(n), ms(n);
       situ_glu(g.data(), u.data(), n, 4.0f, 25.0f, a.data());
       silu_glu(g.data(), u.data(), n, b.data());
+      sigmoid(g.data(), n, sg.data());
+      silu(g.data(), n, sl.data());
+      mul_sigmoid(u.data(), g.data(), n, ms.data());
+      for (int64_t i = 0; i < n; ++i) {
+        if (!std::isfinite(g[i]) || !std::isfinite(u[i])) continue;
+        const double s64 = 1.0 / (1.0 + std::exp(-static_cast<double>(g[i])));
+        ASSERT_NEAR(sg[i], s64, 1e-6 * s64 + 1e-30) << "sigmoid " << g[i];
+        ASSERT_NEAR(sl[i], g[i] * s64, 1e-6 * std::fabs(g[i] * s64) + 1e-30) << "silu " << g[i];
+        ASSERT_NEAR(ms[i], u[i] * s64, 1e-6 * std::fabs(u[i] * s64) + 1e-30) << "mul_sigmoid " << g[i];
+      }
+      // Position independence: an element's value does not depend on where it sits (vector body
+      // or tail), which continuous batching relies on.
+      if (n > 20) {
+        std::vector<float> shifted(n - 3);
+        situ_glu(g.data() + 3, u.data() + 3, n - 3, 4.0f, 25.0f, shifted.data());
+        for (int64_t i = 3; i < n; ++i) ASSERT_EQ(shifted[i - 3], a[i]) << i;
+      }
       for (int64_t i = 0; i < n; ++i) {
         const double want = situ64(g[i], u[i]);
         ASSERT_NEAR(a[i], want, 1e-6 * std::fabs(want) + 1e-30) << "situ g=" << g[i] << " u=" << u[i];
