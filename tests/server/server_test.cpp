@@ -372,16 +372,18 @@ TEST(Server, ConcurrentGreedyStreamsMatchOneAtATime) {
   }
   std::vector<std::thread> threads;
   std::atomic<int> ok{0};
+  std::vector<std::string> replies(kN);  // status and body head, for a failure message
   for (int i = 0; i < kN; ++i)
     threads.emplace_back([&, i] {
       httplib::Client c = client(main_server());
       const Sse s = post_sse(c, "/v1/completions", reqs[i]);
       if (s.done) ++ok;
       together[i] = token_ids(s);
+      replies[i] = "status " + std::to_string(s.status) + ": " + s.raw.substr(0, 300);
     });
   for (auto& t : threads) t.join();
   EXPECT_EQ(ok.load(), kN);
-  for (int i = 0; i < kN; ++i) EXPECT_EQ(together[i], alone[i]) << "request " << i;
+  for (int i = 0; i < kN; ++i) EXPECT_EQ(together[i], alone[i]) << "request " << i << ", " << replies[i];
 }
 
 TEST(Server, DisconnectFreesTheSlot) {
