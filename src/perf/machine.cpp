@@ -109,6 +109,30 @@ void measure_read_bandwidth(ThreadPool& pool, MachineLimits* out, int reps, uint
   out->read_gbps_max = s.max;
 }
 
+namespace {
+// All threads run `loop`; the aggregate GFLOP/s, median of `reps`.
+double flops_rate(ThreadPool& pool, double (*loop)(int64_t), int reps, int64_t iters) {
+  std::vector<double> v;
+  for (int rep = 0; rep < reps; ++rep) {
+    std::vector<double> flops(pool.size());
+    const double t0 = now_seconds();
+    pool.run(pool.size(), [&](int64_t t, int) { flops[t] = loop(iters); });
+    const double dt = now_seconds() - t0;
+    double total = 0;
+    for (double f : flops) total += f;
+    v.push_back(total / dt / 1e9);
+  }
+  return summarize(v).median;
+}
+}  // namespace
+
+double measure_fp32_peak_once(ThreadPool& pool) {
+  const Isa isa = active_isa();
+  if (isa >= Isa::kAvx512) return flops_rate(pool, &perf_isa::fma_loop_avx512, 3, 500'000);
+  if (isa == Isa::kAvx2) return flops_rate(pool, &perf_isa::fma_loop_avx2, 3, 500'000);
+  return 0.0;
+}
+
 void measure_peak_flops(ThreadPool& pool, MachineLimits* out) {
   const Isa isa = active_isa();
   auto rate = [&](double (*loop)(int64_t)) {

@@ -29,6 +29,9 @@ std::string cpu_model_name();
 void measure_read_bandwidth(ThreadPool& pool, MachineLimits* out, int reps = 5, uint64_t bytes = 0);
 double measure_read_gbps_once(ThreadPool& pool, uint64_t bytes = 0);
 void measure_peak_flops(ThreadPool& pool, MachineLimits* out);
+// A short fp32 FMA peak probe (all threads), for limits taken around a run: the VM's arithmetic
+// rate drifts too (another tenant on the same cores), and a ratio should use the higher figure.
+double measure_fp32_peak_once(ThreadPool& pool);
 
 // ISA-specific inner loops (machine_avx512.cpp / machine_avx2.cpp).
 namespace perf_isa {

@@ -29,7 +29,8 @@ struct ModelBenchResult {
   double decode_roofline_ratio = 0;
   double prefill_tokens_per_s = 0, prefill_min = 0, prefill_max = 0;
   double active_params_per_token = 0;  // excluding the embedding table and lm_head
-  double prefill_roofline_tokens_per_s = 0;  // fp32 peak / (2 x active params)
+  double prefill_peak_gflops = 0;             // fp32 peak used: max of machine figure and probes around
+  double prefill_roofline_tokens_per_s = 0;  // that peak / (2 x active params)
   double prefill_roofline_ratio = 0;
   double read_gbps_during = 0;  // bandwidth probed around the decode runs
   PhaseTimes decode_profile, prefill_profile;

@@ -57,11 +57,11 @@ std::string format_table(const BenchReport& r) {
     std::snprintf(line, sizeof line,
                   "\nmodel: %s (%d threads)\n"
                   "  decode   %.2f tokens/s (min %.2f, max %.2f); roofline %.2f tokens/s at %.1f GB/s for %.2f GB/token -> %.1f%%\n"
-                  "  prefill  %.2f tokens/s (min %.2f, max %.2f) for %d-token prompts; roofline %.2f tokens/s (2 x %.2fB active params at fp32 peak) -> %.1f%%\n"
+                  "  prefill  %.2f tokens/s (min %.2f, max %.2f) for %d-token prompts; roofline %.2f tokens/s (2 x %.2fB active params at %.0f GFLOP/s fp32 peak) -> %.1f%%\n"
                   "  peak RSS %.2f GiB\n",
                   b.model.c_str(), b.threads, b.decode_tokens_per_s, b.decode_min, b.decode_max, b.decode_roofline_tokens_per_s,
                   b.read_gbps_during, b.decode_bytes_per_token / 1e9, 100.0 * b.decode_roofline_ratio, b.prefill_tokens_per_s,
-                  b.prefill_min, b.prefill_max, b.prompt_tokens, b.prefill_roofline_tokens_per_s, b.active_params_per_token / 1e9,
+                  b.prefill_min, b.prefill_max, b.prompt_tokens, b.prefill_roofline_tokens_per_s, b.active_params_per_token / 1e9, b.prefill_peak_gflops,
                   100.0 * b.prefill_roofline_ratio, static_cast<double>(b.peak_rss_bytes) / (1u << 30));
     out += line;
     out += "  decode profile: " + profile_line(b.decode_profile) + "\n";
@@ -110,6 +110,7 @@ nlohmann::json to_json(const BenchReport& r) {
                   {"prefill_prompt_tokens", b.prompt_tokens},
                   {"active_params_per_token", b.active_params_per_token},
                   {"prefill_roofline_tokens_per_s", b.prefill_roofline_tokens_per_s},
+                  {"prefill_peak_gflops", b.prefill_peak_gflops},
                   {"prefill_roofline_ratio", b.prefill_roofline_ratio},
                   {"peak_rss_bytes", b.peak_rss_bytes},
                   {"decode_profile", profile_json(b.decode_profile)},

@@ -223,5 +223,41 @@ TEST(Cli, GenerationStopsAtContextLimitAndEos) {
   EXPECT_EQ(r.out, "26 26\n");
 }
 
+// `k3 bench` writes the JSON names external checks read, a ratio for every figure and an SVG
+// chart; with more threads than cores it still finishes with finite figures.  (Only the
+// contract: speed is never asserted in a test.)
+TEST(Cli, BenchQuickWritesTheReportContract) {
+  for (const char* threads : {"", " --threads 4"}) {
+    SCOPED_TRACE(threads);
+    TempDir tmp;
+    auto r = run_k3(std::string("bench --quick --reps 1 --model ") + fixture() + threads + " --json " +
+                    tmp.file("b.json") + " --plot " + tmp.file("b.svg"));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("decode"), std::string::npos) << r.out;
+    const nlohmann::json j = nlohmann::json::parse(testing::read_file(tmp.file("b.json")));
+    for (const char* key : {"read_gbps", "peak_gflops"}) {
+      ASSERT_TRUE(j["machine"].contains(key)) << key;
+      EXPECT_GT(j["machine"][key].get<double>(), 0.0) << key;
+    }
+    for (const char* prefix : {"bf16_gemv", "mxfp4_gemv", "gemm", "kda_prefill", "kda_decode", "mla_decode"}) {
+      bool found = false;
+      for (const auto& k : j["kernels"]) {
+        if (k["name"].get<std::string>().rfind(prefix, 0) != 0) continue;
+        found = true;
+        EXPECT_FALSE(k["unit"].get<std::string>().empty());
+        EXPECT_TRUE(std::isfinite(k["value"].get<double>()) && k["value"].get<double>() > 0) << k.dump();
+        EXPECT_TRUE(std::isfinite(k["ratio_to_limit"].get<double>()) && k["ratio_to_limit"].get<double>() > 0)
+            << k.dump();
+      }
+      EXPECT_TRUE(found) << prefix;
+    }
+    for (const char* key : {"decode_tokens_per_s", "decode_roofline_ratio", "prefill_tokens_per_s"}) {
+      ASSERT_TRUE(j["model"].contains(key)) << key;
+      EXPECT_TRUE(std::isfinite(j["model"][key].get<double>()) && j["model"][key].get<double>() > 0) << key;
+    }
+    EXPECT_NE(testing::read_file(tmp.file("b.svg")).find("<svg"), std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace k3
