@@ -1,5 +1,6 @@
 #include "kernels/linear.h"
 
+#include <algorithm>
 #include <atomic>
 #include <string>
 #include <vector>
@@ -132,39 +133,67 @@ void linear_rows(const Matrix& w, const float* x, int64_t n, float* y, int64_t r
   rows_prepared(isa, w, bf ? nullptr : prepare(isa, w, x, n, buf), bf ? &a : nullptr, n, y, r0, r1);
 }
 
-void linear(const Matrix& w, const float* x, int64_t n, float* y) {
-  if (n <= 0 || w.rows <= 0) return;
+namespace {
+
+// y_i = W_i x for one matrix or two of the same format and width (b may be null): the
+// activations are prepared once and the rows of both run as one index space on the pool, so a
+// pair costs one dispatch.  Each row's arithmetic is the single-matrix one.
+void linear_impl(const Matrix& wa, const Matrix* wb, const float* x, int64_t n, float* ya, float* yb) {
   const Isa isa = active_isa();
   ThreadPool& pool = global_pool();
-  if (use_amx(isa, w)) {
+  const int64_t rows_a = wa.rows, total = rows_a + (wb != nullptr ? wb->rows : 0);
+  // Rows [s, e) of the combined index space through run(matrix, y, r0, r1).
+  auto split = [&](int64_t s, int64_t e, const auto& run) {
+    if (s < rows_a) run(wa, ya, s, std::min(e, rows_a));
+    if (e > rows_a) run(*wb, yb, std::max(s, rows_a) - rows_a, e - rows_a);
+  };
+  const double work = static_cast<double>(total) * static_cast<double>(wa.cols) * static_cast<double>(n);
+  if (use_amx(isa, wa)) {
     amx::PackedActivations p;
-    amx::pack_init(n, w.cols, amx_pieces(), p);
+    amx::pack_init(n, wa.cols, amx_pieces(), p);
     if (n >= 16 && pool.size() > 1)
       pool.parallel_for(n, 1, [&](int64_t b, int64_t e, int) { amx::pack_tokens(x, b, e, p); });
     else
       amx::pack_tokens(x, 0, n, p);
+    auto run = [&](const Matrix& w, float* y, int64_t r0, int64_t r1) { amx::linear_rows(w, p, y, r0, r1); };
     // Row ranges in whole tile blocks (48 rows for one column group, else 32).
     const int64_t block = p.groups == 1 ? 48 : 32;
-    const double work = static_cast<double>(w.rows) * static_cast<double>(w.cols) * static_cast<double>(n);
-    if (work < 256.0 * 1024 || pool.size() == 1 || w.rows < 2 * block)
-      amx::linear_rows(w, p, y, 0, w.rows);
+    if (work < 256.0 * 1024 || pool.size() == 1 || total < 2 * block)
+      split(0, total, run);
     else
-      pool.parallel_for(w.rows, block, [&](int64_t b, int64_t e, int) { amx::linear_rows(w, p, y, b, e); });
+      pool.parallel_for(total, block, [&](int64_t b, int64_t e, int) { split(b, e, run); });
     return;
   }
   std::vector<float> buf;
   Bf16Activations a;
-  const bool bf = use_bf16(w);
-  if (bf) prepare_bf16(w, x, n, a);
-  const float* xp = bf ? nullptr : prepare(isa, w, x, n, buf);
+  const bool bf = use_bf16(wa);
+  if (bf) prepare_bf16(wa, x, n, a);
+  const float* xp = bf ? nullptr : prepare(isa, wa, x, n, buf);
   const Bf16Activations* ap = bf ? &a : nullptr;
+  auto run = [&](const Matrix& w, float* y, int64_t r0, int64_t r1) { rows_prepared(isa, w, xp, ap, n, y, r0, r1); };
   // Small products are not worth waking the workers for.
-  const double work = static_cast<double>(w.rows) * static_cast<double>(w.cols) * static_cast<double>(n);
-  if (work < 64.0 * 1024 || pool.size() == 1 || w.rows < 32) {
-    rows_prepared(isa, w, xp, ap, n, y, 0, w.rows);
+  if (work < 64.0 * 1024 || pool.size() == 1 || total < 32) {
+    split(0, total, run);
     return;
   }
-  pool.parallel_for(w.rows, 16, [&](int64_t b, int64_t e, int) { rows_prepared(isa, w, xp, ap, n, y, b, e); });
+  pool.parallel_for(total, 16, [&](int64_t b, int64_t e, int) { split(b, e, run); });
+}
+
+}  // namespace
+
+void linear(const Matrix& w, const float* x, int64_t n, float* y) {
+  if (n <= 0 || w.rows <= 0) return;
+  linear_impl(w, nullptr, x, n, y, nullptr);
+}
+
+void linear_pair(const Matrix& a, const Matrix& b, const float* x, int64_t n, float* ya, float* yb) {
+  if (a.format != b.format || a.cols != b.cols) {
+    linear(a, x, n, ya);
+    linear(b, x, n, yb);
+    return;
+  }
+  if (n <= 0 || a.rows + b.rows <= 0) return;
+  linear_impl(a, &b, x, n, ya, yb);
 }
 
 void linear_transposed(const Matrix& w, const float* x, int64_t n, float* y) {

@@ -44,6 +44,10 @@ class LinearPrecisionScope {
 
 // Dispatches on active_isa().
 void linear(const Matrix& w, const float* x, int64_t n, float* y);
+// ya = A x and yb = B x in one pass over the pool (e.g. an MLP's gate and up projections),
+// exactly as two linear() calls would compute them; A and B of different format or width
+// simply take two calls.
+void linear_pair(const Matrix& a, const Matrix& b, const float* x, int64_t n, float* ya, float* yb);
 // Only rows [r0, r1) of y are written (for partitioning across threads).
 void linear_rows(const Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1);
 

@@ -13,8 +13,7 @@ namespace k3 {
 void mlp_forward(const MlpWeights& w, const TextConfig& c, const float* x, int64_t n, float* y) {
   const int64_t m = w.gate.rows;
   std::vector<float> g(n * m), u(n * m);
-  linear(w.gate, x, n, g.data());
-  linear(w.up, x, n, u.data());
+  linear_pair(w.gate, w.up, x, n, g.data(), u.data());  // one pool dispatch for both
   if (c.act == Activation::kSitu)
     situ_glu(g.data(), u.data(), n * m, c.situ_beta, c.situ_linear_beta, g.data());
   else

@@ -263,6 +263,34 @@ TEST(LinearBf16, NonFiniteActivationsPropagate) {
   });
 }
 
+// linear_pair gives exactly what two linear() calls give, for every format and ISA, across
+// sizes that do and do not fill whole row blocks, and with mismatched matrices (two calls).
+TEST(LinearPair, EqualsTwoCalls) {
+  Rng rng(31);
+  for (WeightFormat fmt : {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kMxfp4})
+    for (auto [ra, rb, cols, n] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{3, 5, 64, 1}, {100, 37, 256, 1},
+                                   {200, 300, 512, 7}, {64, 64, 384, 20}}) {
+      SCOPED_TRACE(::testing::Message() << format_name(fmt) << " " << ra << "+" << rb << "x" << cols << " n=" << n);
+      TestMatrix a = make_matrix(fmt, ra, cols, rng), b = make_matrix(fmt, rb, cols, rng);
+      std::vector<float> x = random_vec(rng, n * cols);
+      for_each_isa([&](Isa) {
+        std::vector<float> ya(n * ra), yb(n * rb), wa(n * ra), wb(n * rb);
+        linear_pair(a.m, b.m, x.data(), n, ya.data(), yb.data());
+        linear(a.m, x.data(), n, wa.data());
+        linear(b.m, x.data(), n, wb.data());
+        EXPECT_EQ(ya, wa);
+        EXPECT_EQ(yb, wb);
+      });
+    }
+  TestMatrix a = make_matrix(WeightFormat::kBF16, 8, 64, rng), b = make_matrix(WeightFormat::kF32, 9, 64, rng);
+  std::vector<float> x = random_vec(rng, 64), ya(8), yb(9), wa(8), wb(9);
+  linear_pair(a.m, b.m, x.data(), 1, ya.data(), yb.data());
+  linear(a.m, x.data(), 1, wa.data());
+  linear(b.m, x.data(), 1, wb.data());
+  EXPECT_EQ(ya, wa);
+  EXPECT_EQ(yb, wb);
+}
+
 TEST(LinearTransposed, MatchesPlainSum) {
   Rng rng(3);
   for (auto fmt : {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kMxfp4}) {
