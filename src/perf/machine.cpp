@@ -135,20 +135,7 @@ double measure_fp32_peak_once(ThreadPool& pool) {
 
 void measure_peak_flops(ThreadPool& pool, MachineLimits* out) {
   const Isa isa = active_isa();
-  auto rate = [&](double (*loop)(int64_t)) {
-    const int64_t iters = 2'000'000;
-    std::vector<double> v;
-    for (int rep = 0; rep < 5; ++rep) {
-      std::vector<double> flops(pool.size());
-      const double t0 = now_seconds();
-      pool.run(pool.size(), [&](int64_t t, int) { flops[t] = loop(iters); });
-      const double dt = now_seconds() - t0;
-      double total = 0;
-      for (double f : flops) total += f;
-      v.push_back(total / dt / 1e9);
-    }
-    return summarize(v).median;
-  };
+  auto rate = [&](double (*loop)(int64_t)) { return flops_rate(pool, loop, 5, 2'000'000); };
   if (isa >= Isa::kAvx512) out->fp32_gflops = rate(&perf_isa::fma_loop_avx512);
   else if (isa == Isa::kAvx2) out->fp32_gflops = rate(&perf_isa::fma_loop_avx2);
   out->bf16_gflops = isa >= Isa::kAvx512 && cpu_features().avx512_bf16 ? rate(&perf_isa::bf16_dot_loop_avx512) : 0.0;
