@@ -114,6 +114,17 @@ void rows_prepared(Isa isa, const Matrix& w, const float* xp, const Bf16Activati
 bool use_amx(Isa isa, const Matrix& w) { return isa == Isa::kAmx && w.format == WeightFormat::kBF16; }
 int amx_pieces() { return linear_precision() == Precision::kBf16 ? 1 : 3; }
 
+// The tiles' B operand for x; with `parallel`, large batches are packed on the pool (not from
+// linear_rows, which may itself run inside a pool task).
+void amx_pack(const Matrix& w, const float* x, int64_t n, bool parallel, amx::PackedActivations& p) {
+  amx::pack_init(n, w.cols, amx_pieces(), p);
+  ThreadPool& pool = global_pool();
+  if (parallel && n >= 16 && pool.size() > 1)
+    pool.parallel_for(n, 1, [&](int64_t b, int64_t e, int) { amx::pack_tokens(x, b, e, p); });
+  else
+    amx::pack_tokens(x, 0, n, p);
+}
+
 }  // namespace
 
 void linear_rows(const Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1) {
@@ -121,8 +132,7 @@ void linear_rows(const Matrix& w, const float* x, int64_t n, float* y, int64_t r
   const Isa isa = active_isa();
   if (use_amx(isa, w)) {
     amx::PackedActivations p;
-    amx::pack_init(n, w.cols, amx_pieces(), p);
-    amx::pack_tokens(x, 0, n, p);
+    amx_pack(w, x, n, false, p);
     amx::linear_rows(w, p, y, r0, r1);
     return;
   }
@@ -150,11 +160,7 @@ void linear_impl(const Matrix& wa, const Matrix* wb, const float* x, int64_t n, 
   const double work = static_cast<double>(total) * static_cast<double>(wa.cols) * static_cast<double>(n);
   if (use_amx(isa, wa)) {
     amx::PackedActivations p;
-    amx::pack_init(n, wa.cols, amx_pieces(), p);
-    if (n >= 16 && pool.size() > 1)
-      pool.parallel_for(n, 1, [&](int64_t b, int64_t e, int) { amx::pack_tokens(x, b, e, p); });
-    else
-      amx::pack_tokens(x, 0, n, p);
+    amx_pack(wa, x, n, true, p);
     auto run = [&](const Matrix& w, float* y, int64_t r0, int64_t r1) { amx::linear_rows(w, p, y, r0, r1); };
     // Row ranges in whole tile blocks (48 rows for one column group, else 32).
     const int64_t block = p.groups == 1 ? 48 : 32;
