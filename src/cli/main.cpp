@@ -6,6 +6,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "cli/commands.h"
+#include "io/mapped_file.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"k3: an exact, fast inference engine for Kimi K3"};
@@ -16,6 +17,11 @@ int main(int argc, char** argv) {
   app.add_flag("-v,--verbose", verbosity, "More log output (repeat for debug)");
   app.add_flag("-q,--quiet", quiet, "Only errors");
   app.add_option("--isa", isa, "Kernel instruction set: ref, avx2, avx512 or amx (default: best the CPU has)");
+  std::string weights;
+  app.add_option("--weights", weights,
+                 "Where checkpoint weights live: memory (read into huge-page RAM, fastest decode), mmap (page "
+                 "cache, for checkpoints larger than RAM) or auto (memory when they fit in 3/4 of the available "
+                 "RAM; default, or K3_WEIGHTS)");
 
   k3::cli::Runner run;
   k3::cli::add_inspect_command(app, run);
@@ -40,6 +46,7 @@ int main(int argc, char** argv) {
     if (quiet) k3::set_log_level(k3::LogLevel::kError);
     if (verbosity == 1) k3::set_log_level(k3::LogLevel::kInfo);
     if (verbosity >= 2) k3::set_log_level(k3::LogLevel::kDebug);
+    if (!weights.empty()) k3::set_default_residency(k3::parse_residency(weights));
     if (!isa.empty()) {
       const k3::Isa want = k3::parse_isa(isa);
       if (k3::force_isa(want) != want)

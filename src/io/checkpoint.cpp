@@ -28,7 +28,7 @@ std::string read_text_file(const std::string& path) {
   return ss.str();
 }
 
-Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
+Checkpoint::Checkpoint(const std::string& dir, Residency residency) : dir_(dir) {
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) fail(dir, ": not a directory");
   const std::string index_path = dir + "/model.safetensors.index.json";
@@ -63,9 +63,27 @@ Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
     fail(dir, ": no model.safetensors or model.safetensors.index.json");
   }
 
-  Progress progress("loading shards", wanted.size());
+  // Where the weights live: in memory when they fit (decode reads them at huge-page speed),
+  // else mapped from the page cache (a checkpoint larger than RAM streams from disk).
+  uint64_t file_bytes = 0;
+  for (const auto& entry : wanted) {
+    struct stat fs {};
+    if (::stat((dir + "/" + entry.first).c_str(), &fs) == 0) file_bytes += static_cast<uint64_t>(fs.st_size);
+  }
+  const uint64_t avail = available_memory_bytes();
+  if (residency == Residency::kAuto)
+    residency = avail > 0 && file_bytes <= avail / 4 * 3 ? Residency::kMemory : Residency::kMapped;
+  else if (residency == Residency::kMemory && avail > 0 && file_bytes > avail)
+    fail(dir, ": --weights memory needs ", file_bytes >> 20, " MiB for the checkpoint but only ", avail >> 20,
+         " MiB are available; use --weights mmap (or auto) to stream it from the page cache");
+  residency_ = residency;
+  log_info("checkpoint ", dir, ": ", file_bytes >> 20, " MiB, weights ",
+           residency == Residency::kMemory ? "read into memory" : "mapped from the page cache", " (",
+           avail >> 20, " MiB available)");
+
+  Progress progress(residency == Residency::kMemory ? "reading shards" : "loading shards", wanted.size());
   for (const auto& [shard, names] : wanted) {
-    auto file = std::make_unique<SafetensorsFile>(dir + "/" + shard);
+    auto file = std::make_unique<SafetensorsFile>(dir + "/" + shard, residency);
     for (const std::string& name : names)
       if (file->find(name) == nullptr)
         fail(index_path, ": maps tensor '", name, "' to shard '", shard, "', which does not contain it");

@@ -1,5 +1,12 @@
-// A read-only memory mapping of a whole file.  Weights stay in the page cache and are never
-// copied wholesale into process memory; the OS pages them in on first touch.
+// A read-only view of a whole file, in one of two residencies:
+//   kMapped: a shared mapping of the page cache; the OS pages weights in on first touch and may
+//            drop them again, so a checkpoint larger than RAM still runs (streaming from disk).
+//   kMemory: the file read once into anonymous memory backed by transparent huge pages.  Decode
+//            streams every weight once per token, and 4 KiB page-cache pages cost it dearly: the
+//            hardware prefetchers stop at every page boundary and each page needs its own TLB
+//            entry (Zen 5, full-width bench checkpoint: 1.5-3.6 tokens/s mapped against 5.9-6.1
+//            tokens/s in memory).  Needs RAM for the whole file.
+// kAuto picks kMemory when the files fit comfortably in the memory available (Checkpoint).
 #pragma once
 
 #include <cstddef>
@@ -8,10 +15,23 @@
 
 namespace k3 {
 
+enum class Residency { kAuto, kMemory, kMapped };
+
+// "auto", "memory" or "mmap"; throws k3::Error naming the value otherwise.
+Residency parse_residency(const std::string& name);
+const char* residency_name(Residency r);
+// The process-wide choice for checkpoints opened without an explicit one (k3 --weights, or the
+// K3_WEIGHTS environment variable; default kAuto).
+void set_default_residency(Residency r);
+Residency default_residency();
+// MemAvailable from /proc/meminfo (bytes; 0 if unknown).
+uint64_t available_memory_bytes();
+
 class MappedFile {
  public:
-  // Throws k3::Error naming the path if the file cannot be opened or mapped.
-  explicit MappedFile(const std::string& path);
+  // Throws k3::Error naming the path if the file cannot be opened, mapped or read.  kAuto is
+  // taken as kMapped here (the choice between the two is made for a whole checkpoint).
+  explicit MappedFile(const std::string& path, Residency residency = Residency::kMapped);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
@@ -19,11 +39,14 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  Residency residency() const { return residency_; }
 
  private:
   std::string path_;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
+  size_t mapped_ = 0;  // length of the mapping (rounded up to huge pages in kMemory)
+  Residency residency_ = Residency::kMapped;
 };
 
 }  // namespace k3

@@ -47,7 +47,8 @@ bool as_u64(const json& j, uint64_t* out) {
 
 }  // namespace
 
-SafetensorsFile::SafetensorsFile(const std::string& path) : file_(std::make_unique<MappedFile>(path)) {
+SafetensorsFile::SafetensorsFile(const std::string& path, Residency residency)
+    : file_(std::make_unique<MappedFile>(path, residency)) {
   const uint8_t* base = file_->data();
   const size_t size = file_->size();
   if (size < 8) fail(path, ": truncated safetensors file (", size, " bytes, need at least 8 for the header length)");

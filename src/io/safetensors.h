@@ -30,10 +30,12 @@ struct TensorView {
 
 class SafetensorsFile {
  public:
-  // Maps and validates; throws k3::Error ("<path>: tensor 'x': ...") on any problem.
-  explicit SafetensorsFile(const std::string& path);
+  // Maps (or reads into memory, io/mapped_file.h) and validates; throws k3::Error
+  // ("<path>: tensor 'x': ...") on any problem.
+  explicit SafetensorsFile(const std::string& path, Residency residency = Residency::kMapped);
 
   const std::string& path() const { return file_->path(); }
+  Residency residency() const { return file_->residency(); }
   const std::map<std::string, TensorView>& tensors() const { return tensors_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   const TensorView* find(const std::string& name) const;

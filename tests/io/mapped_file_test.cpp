@@ -1,0 +1,97 @@
+// MappedFile's two residencies give the same bytes; the residency names parse or are refused.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "base/error.h"
+#include "io/checkpoint.h"
+#include "io/mapped_file.h"
+#include "io/safetensors_writer.h"
+#include "support/test_support.h"
+
+namespace k3 {
+namespace {
+
+using testing::TempDir;
+
+std::string pattern(size_t n) {
+  std::string s(n, '\0');
+  uint32_t v = 12345;
+  for (auto& c : s) {
+    v = v * 1103515245u + 12345u;
+    c = static_cast<char>(v >> 24);
+  }
+  return s;
+}
+
+TEST(MappedFile, MemoryAndMappedHoldTheSameBytes) {
+  TempDir tmp;
+  // Not a multiple of the 2 MiB huge page, nor of the 64 MiB read chunk; and tiny.
+  for (size_t n : {size_t{1}, size_t{4095}, (size_t{3} << 20) + 17}) {
+    const std::string bytes = pattern(n);
+    testing::write_file(tmp.file("f.bin"), bytes);
+    MappedFile mapped(tmp.file("f.bin"), Residency::kMapped);
+    MappedFile memory(tmp.file("f.bin"), Residency::kMemory);
+    EXPECT_EQ(mapped.residency(), Residency::kMapped);
+    EXPECT_EQ(memory.residency(), Residency::kMemory);
+    ASSERT_EQ(mapped.size(), n);
+    ASSERT_EQ(memory.size(), n);
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(memory.data()), n), bytes);
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(mapped.data()), n), bytes);
+  }
+}
+
+TEST(MappedFile, EmptyAndMissingFiles) {
+  TempDir tmp;
+  testing::write_file(tmp.file("empty"), "");
+  MappedFile e(tmp.file("empty"), Residency::kMemory);
+  EXPECT_EQ(e.size(), 0u);
+  EXPECT_EQ(e.data(), nullptr);
+  try {
+    MappedFile m(tmp.file("absent"), Residency::kMemory);
+    FAIL() << "no error";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("absent"), std::string::npos) << err.what();
+  }
+}
+
+TEST(MappedFile, ResidencyNames) {
+  EXPECT_EQ(parse_residency("auto"), Residency::kAuto);
+  EXPECT_EQ(parse_residency("memory"), Residency::kMemory);
+  EXPECT_EQ(parse_residency("mmap"), Residency::kMapped);
+  for (Residency r : {Residency::kAuto, Residency::kMemory, Residency::kMapped})
+    EXPECT_EQ(parse_residency(residency_name(r)), r);
+  try {
+    parse_residency("fast");
+    FAIL() << "no error";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("'fast'"), std::string::npos) << err.what();
+  }
+  EXPECT_GT(available_memory_bytes(), 0u);  // Linux always reports MemAvailable
+}
+
+TEST(MappedFile, CheckpointInEitherResidencyServesTheSameTensors) {
+  TempDir tmp;
+  SafetensorsWriter w;
+  w.add_f32("a", {3}, {1.0f, -2.0f, 3.5f});
+  w.add_f32("b", {2}, {4.0f, 5.0f});
+  w.write(tmp.file("model.safetensors"));
+  Checkpoint mapped(tmp.path(), Residency::kMapped), memory(tmp.path(), Residency::kMemory);
+  Checkpoint autos(tmp.path(), Residency::kAuto);
+  EXPECT_EQ(mapped.residency(), Residency::kMapped);
+  EXPECT_EQ(memory.residency(), Residency::kMemory);
+  EXPECT_EQ(autos.residency(), Residency::kMemory);  // a few bytes always fit
+  for (const char* name : {"a", "b"}) {
+    const TensorView* x = mapped.find(name);
+    const TensorView* y = memory.find(name);
+    ASSERT_NE(x, nullptr);
+    ASSERT_NE(y, nullptr);
+    ASSERT_EQ(x->nbytes, y->nbytes);
+    EXPECT_NE(x->data, y->data);
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(x->data), x->nbytes),
+              std::string(reinterpret_cast<const char*>(y->data), y->nbytes));
+  }
+}
+
+}  // namespace
+}  // namespace k3
