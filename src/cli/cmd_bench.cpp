@@ -85,6 +85,7 @@ void add_bench_command(CLI::App& app, Runner& run) {
         mo.decode_tokens = a->decode;
         report.model = run_model_bench(*model, a->precision == "bf16" ? dir + " [--precision bf16]" : dir, report.machine, pool, mo);
       }
+      apply_best_limits(report);
       std::fputs(format_table(report).c_str(), stdout);
       if (!a->json.empty()) write_text(a->json, to_json(report).dump(2) + "\n");
       if (!a->plot.empty()) write_text(a->plot, render_svg(report));

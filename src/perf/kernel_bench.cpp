@@ -80,6 +80,8 @@ BenchResult bandwidth_result(const std::string& name, double bytes, const Timed&
   r.ratio_to_limit = r.value / limit;
   r.limit = "read bandwidth " + std::to_string(static_cast<int>(limit + 0.5)) +
             " GB/s (the fastest machine probe, or a probe around the run)";
+  r.limit_kind = BenchResult::Limit::kRead;
+  r.limit_value = limit;
   return r;
 }
 
@@ -150,10 +152,13 @@ BenchResult bench_gemm(ThreadPool& pool, const MachineLimits& m, int64_t rows, i
   const double before = measure_fp32_peak_once(pool);
   const Timed t = time_it(pool, reps, false, [&] { linear(mat, x.data(), n, y.data()); });
   const double peak = std::max({m.fp32_gflops, before, measure_fp32_peak_once(pool)});
-  return flops_result("gemm_bf16_" + std::to_string(rows) + "x" + std::to_string(cols) + "_n" + std::to_string(n),
-                      2.0 * rows * cols * n, t, peak,
-                      "fp32 FMA peak " + std::to_string(static_cast<int>(peak + 0.5)) +
-                          " GFLOP/s (max of machine figure and probes around the run)");
+  BenchResult r = flops_result("gemm_bf16_" + std::to_string(rows) + "x" + std::to_string(cols) + "_n" + std::to_string(n),
+                               2.0 * rows * cols * n, t, peak,
+                               "fp32 FMA peak " + std::to_string(static_cast<int>(peak + 0.5)) +
+                                   " GFLOP/s (max of machine figure and probes around the run)");
+  r.limit_kind = BenchResult::Limit::kFp32;
+  r.limit_value = peak;
+  return r;
 }
 
 struct KdaData {
@@ -234,6 +239,7 @@ std::vector<BenchResult> run_kernel_benches(ThreadPool& pool, const MachineLimit
                         const bool amx = m.amx_bf16_gflops > 0;
                         r.ratio_to_limit = r.value / (amx ? m.amx_bf16_gflops : m.bf16_gflops);
                         r.limit = amx ? "AMX bf16 tile peak (--precision bf16)" : "bf16 dot-product peak (--precision bf16)";
+                        r.limit_kind = BenchResult::Limit::kOther;  // not re-based on the fp32 peak
                         r.note = std::to_string(r.value / exact.value).substr(0, 4) + "x the exact fp32 GEMM";
                         out.push_back(r);
                       }
@@ -251,6 +257,11 @@ std::vector<BenchResult> run_kernel_benches(ThreadPool& pool, const MachineLimit
                                                    flops, tc, m.fp32_gflops, "fp32 FMA peak (4*K*V per token per head)");
                       BenchResult r = flops_result("kda_recurrent_" + std::to_string(H) + "x" + std::to_string(D) + "_t" + std::to_string(T),
                                                    flops, tr, m.fp32_gflops, "fp32 FMA peak (4*K*V per token per head)");
+                      for (BenchResult* b : {&c, &r}) {
+                        b->limit_kind = BenchResult::Limit::kFp32;
+                        b->limit_value = m.fp32_gflops;
+                        b->limit_detail = "4*K*V per token per head";
+                      }
                       c.note = "chunked form: " + std::to_string(tr.seconds.median / tc.seconds.median).substr(0, 5) +
                                "x the token-by-token recurrence per token";
                       out.push_back(c);

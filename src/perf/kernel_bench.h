@@ -18,6 +18,11 @@ struct BenchResult {
   double ratio_to_limit = 0;
   std::string limit;  // what the ratio is against
   std::string note;
+  // Which machine limit the ratio is against and the value used; apply_best_limits() re-bases
+  // kRead and kFp32 figures on the highest probe of the whole run.
+  enum class Limit { kOther, kRead, kFp32 } limit_kind = Limit::kOther;
+  double limit_value = 0;
+  std::string limit_detail;  // kept after the limit when it is re-based, e.g. how FLOPs are counted
 };
 
 struct KernelBenchOptions {

@@ -14,6 +14,9 @@ struct MachineLimits {
   double read_gbps = 0;        // GB/s (1e9 bytes), all threads, median of the repetitions
   double read_gbps_min = 0, read_gbps_max = 0;
   double fp32_gflops = 0;      // peak fp32 FMA rate, all threads (2 FLOP per lane per FMA)
+  // The limits every ratio is finally taken against: the highest bandwidth / fp32 probe of the
+  // whole bench run (apply_best_limits in perf/report.h).
+  double read_gbps_best = 0, fp32_gflops_best = 0;
   double bf16_gflops = 0;      // peak AVX512-BF16 dot-product rate (0 if the CPU lacks it)
   double amx_bf16_gflops = 0;  // peak AMX-BF16 tile rate (0 below the amx dispatch level)
   uint64_t llc_bytes = 0;      // last-level cache size

@@ -22,6 +22,12 @@ struct BenchReport {
   std::optional<ModelBenchResult> model;
 };
 
+// Re-bases every bandwidth and fp32-peak ratio (kernels, decode and prefill rooflines) on the
+// highest probe of the whole run.  The hardware's limits do not change during a run, only the
+// VM's state does (other tenants), so the best probe is the closest to the real limit and a slow
+// spell around one figure cannot push its ratio up (or past 100%).
+void apply_best_limits(BenchReport& r);
+
 std::string format_table(const BenchReport& r);
 nlohmann::json to_json(const BenchReport& r);
 std::string render_svg(const BenchReport& r);

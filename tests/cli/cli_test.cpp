@@ -239,6 +239,15 @@ TEST(Cli, BenchQuickWritesTheReportContract) {
       ASSERT_TRUE(j["machine"].contains(key)) << key;
       EXPECT_GT(j["machine"][key].get<double>(), 0.0) << key;
     }
+    // Every bandwidth ratio is against one limit: the fastest probe of the whole run.
+    const double best = j["machine"]["read_gbps_best"].get<double>();
+    EXPECT_GE(best, j["machine"]["read_gbps_max"].get<double>());
+    EXPECT_GE(j["machine"]["peak_gflops_best"].get<double>(), j["machine"]["peak_gflops"].get<double>());
+    for (const auto& k : j["kernels"]) {
+      if (k["unit"] == "GB/s") {
+        EXPECT_NEAR(k["ratio_to_limit"].get<double>(), k["value"].get<double>() / best, 1e-9) << k.dump();
+      }
+    }
     for (const char* prefix : {"bf16_gemv", "mxfp4_gemv", "gemm", "kda_prefill", "kda_decode", "mla_decode"}) {
       bool found = false;
       for (const auto& k : j["kernels"]) {
