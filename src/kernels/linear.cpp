@@ -69,10 +69,12 @@ void rows_on(Isa isa, const Matrix& w, const float* x, int64_t n, float* y, int6
 // The vector kernels read MXFP4 activations in the shuffled order.
 const float* prepare(Isa isa, const Matrix& w, const float* x, int64_t n, std::vector<float>& buf) {
   if (isa == Isa::kRef || w.format != WeightFormat::kMxfp4) return x;
-  buf.resize(static_cast<size_t>(n * w.cols));
+  // 64-byte aligned: the kernels' 64-byte activation loads must not split cache lines.
+  buf.resize(static_cast<size_t>(n * w.cols + 16));
+  float* p = buf.data() + ((64 - reinterpret_cast<uintptr_t>(buf.data()) % 64) % 64) / sizeof(float);
   auto shuffle = isa >= Isa::kAvx512 ? mxfp4_shuffle_activations_wide : mxfp4_shuffle_activations;
-  for (int64_t t = 0; t < n; ++t) shuffle(x + t * w.cols, w.cols, buf.data() + t * w.cols);
-  return buf.data();
+  for (int64_t t = 0; t < n; ++t) shuffle(x + t * w.cols, w.cols, p + t * w.cols);
+  return p;
 }
 
 // Activations for the bf16 path: on AVX512-BF16 the bf16 values themselves (64-byte aligned,
