@@ -59,7 +59,7 @@ uint64_t available_memory_bytes() {
   return 0;
 }
 
-MappedFile::MappedFile(const std::string& path, Residency residency)
+MappedFile::MappedFile(const std::string& path, Residency residency, size_t align_offset)
     : path_(path), residency_(residency == Residency::kMemory ? Residency::kMemory : Residency::kMapped) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) fail(path, ": cannot open: ", std::strerror(errno));
@@ -86,13 +86,15 @@ MappedFile::MappedFile(const std::string& path, Residency residency)
       ::close(fd);
       fail(path, ": cannot map ", size_, " bytes: ", std::strerror(err));
     }
+    base_ = p;
     data_ = static_cast<const uint8_t*>(p);
     ::close(fd);
     return;
   }
   // kMemory: anonymous memory in whole 2 MiB pages, filled by pread, then made read-only.
   constexpr size_t kHuge = size_t{2} << 20;
-  mapped_ = (size_ + kHuge - 1) / kHuge * kHuge;
+  const size_t pad = (64 - align_offset % 64) % 64;
+  mapped_ = (pad + size_ + kHuge - 1) / kHuge * kHuge;
   void* p = ::mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
     const int err = errno;
@@ -101,7 +103,7 @@ MappedFile::MappedFile(const std::string& path, Residency residency)
          " (use --weights mmap to stream it from the page cache)");
   }
   ::madvise(p, mapped_, MADV_HUGEPAGE);  // best effort: THP may be off
-  char* dst = static_cast<char*>(p);
+  char* dst = static_cast<char*>(p) + pad;
   size_t off = 0;
   while (off < size_) {
     const ssize_t r = ::pread(fd, dst + off, std::min<size_t>(size_ - off, size_t{64} << 20), static_cast<off_t>(off));
@@ -117,11 +119,12 @@ MappedFile::MappedFile(const std::string& path, Residency residency)
   }
   ::close(fd);
   ::mprotect(p, mapped_, PROT_READ);  // weights are read-only in both residencies
-  data_ = static_cast<const uint8_t*>(p);
+  base_ = p;
+  data_ = reinterpret_cast<const uint8_t*>(dst);
 }
 
 MappedFile::~MappedFile() {
-  if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), mapped_);
+  if (base_ != nullptr) ::munmap(base_, mapped_);
 }
 
 }  // namespace k3

@@ -30,8 +30,10 @@ uint64_t available_memory_bytes();
 class MappedFile {
  public:
   // Throws k3::Error naming the path if the file cannot be opened, mapped or read.  kAuto is
-  // taken as kMapped here (the choice between the two is made for a whole checkpoint).
-  explicit MappedFile(const std::string& path, Residency residency = Residency::kMapped);
+  // taken as kMapped here (the choice between the two is made for a whole checkpoint).  In
+  // kMemory, file byte `align_offset` lands on a 64-byte boundary (a safetensors data section:
+  // its tensors then start on cache lines, so 64-byte kernel loads do not split).
+  explicit MappedFile(const std::string& path, Residency residency = Residency::kMapped, size_t align_offset = 0);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
@@ -45,7 +47,8 @@ class MappedFile {
   std::string path_;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
-  size_t mapped_ = 0;  // length of the mapping (rounded up to huge pages in kMemory)
+  void* base_ = nullptr;  // start of the mapping (data_ may sit up to 63 bytes into it)
+  size_t mapped_ = 0;     // length of the mapping (rounded up to huge pages in kMemory)
   Residency residency_ = Residency::kMapped;
 };
 

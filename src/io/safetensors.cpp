@@ -1,5 +1,8 @@
 #include "io/safetensors.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -47,8 +50,22 @@ bool as_u64(const json& j, uint64_t* out) {
 
 }  // namespace
 
+namespace {
+// 8 + the header length: where the data section starts (0 if unreadable; the validation of
+// the opened file reports that).  Read ahead of opening, so kMemory can align the section.
+size_t data_section_offset(const std::string& path) {
+  uint64_t len = 0;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  const ssize_t r = ::pread(fd, &len, 8, 0);
+  ::close(fd);
+  return r == 8 && len < (uint64_t{1} << 40) ? static_cast<size_t>(8 + len) : 0;
+}
+}  // namespace
+
 SafetensorsFile::SafetensorsFile(const std::string& path, Residency residency)
-    : file_(std::make_unique<MappedFile>(path, residency)) {
+    : file_(std::make_unique<MappedFile>(path, residency,
+                                         residency == Residency::kMemory ? data_section_offset(path) : 0)) {
   const uint8_t* base = file_->data();
   const size_t size = file_->size();
   if (size < 8) fail(path, ": truncated safetensors file (", size, " bytes, need at least 8 for the header length)");

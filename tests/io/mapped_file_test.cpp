@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "base/error.h"
 #include "io/checkpoint.h"
@@ -41,6 +42,17 @@ TEST(MappedFile, MemoryAndMappedHoldTheSameBytes) {
   }
 }
 
+TEST(MappedFile, MemoryResidencyAlignsTheRequestedOffset) {
+  TempDir tmp;
+  const std::string bytes = pattern(5000);
+  testing::write_file(tmp.file("f.bin"), bytes);
+  for (size_t off : {size_t{0}, size_t{8}, size_t{63}, size_t{64}, size_t{1000}}) {
+    MappedFile m(tmp.file("f.bin"), Residency::kMemory, off);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(m.data() + off) % 64, 0u) << off;
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(m.data()), m.size()), bytes) << off;
+  }
+}
+
 TEST(MappedFile, EmptyAndMissingFiles) {
   TempDir tmp;
   testing::write_file(tmp.file("empty"), "");
@@ -73,8 +85,11 @@ TEST(MappedFile, ResidencyNames) {
 TEST(MappedFile, CheckpointInEitherResidencyServesTheSameTensors) {
   TempDir tmp;
   SafetensorsWriter w;
-  w.add_f32("a", {3}, {1.0f, -2.0f, 3.5f});
-  w.add_f32("b", {2}, {4.0f, 5.0f});
+  std::vector<float> a(16), b(32);  // whole multiples of 64 bytes: every data offset one too
+  for (size_t i = 0; i < a.size(); ++i) a[i] = 0.5f * static_cast<float>(i) - 3.0f;
+  for (size_t i = 0; i < b.size(); ++i) b[i] = 1.0f / static_cast<float>(i + 1);
+  w.add_f32("a", {16}, a);
+  w.add_f32("b", {4, 8}, b);
   w.write(tmp.file("model.safetensors"));
   Checkpoint mapped(tmp.path(), Residency::kMapped), memory(tmp.path(), Residency::kMemory);
   Checkpoint autos(tmp.path(), Residency::kAuto);
@@ -88,6 +103,9 @@ TEST(MappedFile, CheckpointInEitherResidencyServesTheSameTensors) {
     ASSERT_NE(y, nullptr);
     ASSERT_EQ(x->nbytes, y->nbytes);
     EXPECT_NE(x->data, y->data);
+    // Tensors at 64-byte multiples of the data section start on cache lines in memory,
+    // whatever the header length.
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(y->data) % 64, 0u) << name;
     EXPECT_EQ(std::string(reinterpret_cast<const char*>(x->data), x->nbytes),
               std::string(reinterpret_cast<const char*>(y->data), y->nbytes));
   }
