@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/aligned.h"
 #include "kernels/kda.h"
 
 // Everything below is compiled for this instruction set; the headers above (standard library

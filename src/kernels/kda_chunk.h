@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/aligned.h"
 #include "kernels/kda.h"
 
 namespace k3::kda_detail {
@@ -124,15 +125,16 @@ struct Fast {
   }
 
   struct Scratch {
-    std::vector<float> Q, Kc, G, KT, GT, LQ, RT, LA, NL, Aq, X, Qp, Vn, O, KtT, S, zero, ref, dec;
-    std::vector<float> beta;
+    // 64-byte aligned: the GEMM tiles' vector loads must not split cache lines.
+    AlignedVector<float> Q, Kc, G, KT, GT, LQ, RT, LA, NL, Aq, X, Qp, Vn, O, KtT, S, zero, ref, dec;
+    AlignedVector<float> beta;
   };
 
   static void chunked(const KdaHeadIO& io, int64_t T, int K, int V, int chunk, float* state) {
     const int C = std::max(kSubBlock, (chunk + kSubBlock - 1) / kSubBlock * kSubBlock);
     const int64_t Kp = pad(K), Vp = pad(V), Wd = Kp + Vp;
     thread_local Scratch s;
-    auto sz = [](std::vector<float>& v, int64_t n) {
+    auto sz = [](AlignedVector<float>& v, int64_t n) {
       if (static_cast<int64_t>(v.size()) < n) v.resize(n);
     };
     for (auto* v : {&s.Q, &s.Kc, &s.G, &s.Qp}) sz(*v, C * Kp);

@@ -95,7 +95,7 @@ void mla_layer_forward(const MlaWeights& w, const TextConfig& c, const BatchLayo
   const float scale = 1.0f / std::sqrt(static_cast<float>(m.qk));
   std::vector<float> o(N * m.H * m.vdim);
   for (const BatchSegment& s : batch.segments) {
-    std::vector<float>& cache = s.state->mla[index].latent;
+    AlignedVector<float>& cache = s.state->mla[index].latent;
     cache.insert(cache.end(), ckv.begin() + s.row0 * m.width, ckv.begin() + (s.row0 + s.len) * m.width);
     const float* qs = q.data() + s.row0 * m.H * m.qk;
     float* os = o.data() + s.row0 * m.H * m.vdim;

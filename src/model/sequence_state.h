@@ -7,17 +7,19 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/aligned.h"
 #include "model/k3_config.h"
 
 namespace k3 {
 
+// 64-byte aligned (base/aligned.h): the kernels stream these with 64-byte vector loads.
 struct KdaLayerState {
-  std::vector<float> recurrent;  // [H][V][K]
+  AlignedVector<float> recurrent;  // [H][V][K]
   std::vector<float> conv_q, conv_k, conv_v;  // [W-1][P] each, oldest row first
 };
 
 struct MlaLayerState {
-  std::vector<float> latent;  // [len][kv_lora + rope]
+  AlignedVector<float> latent;  // [len][kv_lora + rope]
 };
 
 class SequenceState {

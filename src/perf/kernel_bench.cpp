@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 
+#include "base/aligned.h"
 #include "base/log.h"
 #include "base/progress.h"
 #include "base/thread_pool.h"
@@ -19,8 +20,8 @@ namespace {
 
 // Fast parallel fill with small pseudo-random values (content only needs to be finite).
 // Fills v in parallel with gen(random 64-bit value); content only needs to be finite.
-template <typename T, typename Gen>
-void fill_parallel(ThreadPool& pool, std::vector<T>& v, uint64_t seed, Gen gen) {
+template <typename Vec, typename Gen>
+void fill_parallel(ThreadPool& pool, Vec& v, uint64_t seed, Gen gen) {
   pool.parallel_for(static_cast<int64_t>(v.size()), 4096, [&](int64_t b, int64_t e, int) {
     uint64_t s = (seed ^ (static_cast<uint64_t>(b) * 0x9e3779b97f4a7c15ULL)) | 1;
     for (int64_t i = b; i < e; ++i) {
@@ -40,7 +41,8 @@ void fill_bf16(ThreadPool& pool, std::vector<uint16_t>& v, uint64_t seed) {
 void fill_u8(ThreadPool& pool, std::vector<uint8_t>& v, uint64_t seed, uint8_t lo, uint8_t span) {
   fill_parallel(pool, v, seed, [=](uint64_t s) { return static_cast<uint8_t>(span == 0 ? s : lo + s % span); });
 }
-void fill_f32(std::vector<float>& v, uint64_t seed, float scale) {
+template <class Vec>
+void fill_f32(Vec& v, uint64_t seed, float scale) {
   fill_parallel(global_pool(), v, seed,
                 [=](uint64_t s) { return scale * (static_cast<float>(s % 2001) / 1000.0f - 1.0f); });
 }
@@ -288,7 +290,7 @@ std::vector<BenchResult> run_kernel_benches(ThreadPool& pool, const MachineLimit
                         const int64_t n = q ? ctx / 16 : ctx;
                         const uint64_t bytes = static_cast<uint64_t>(n) * width * 4;
                         const int layers = static_cast<int>(std::max<uint64_t>(1, (q ? 1 : 3) * m.llc_bytes / bytes + 1));
-                        std::vector<std::vector<float>> caches(layers, std::vector<float>(n * width));
+                        std::vector<AlignedVector<float>> caches(layers, AlignedVector<float>(n * width));  // as SequenceState holds them
                         for (int l = 0; l < layers; ++l) fill_f32(caches[l], 40 + l, 1.0f);
                         std::vector<float> qv(H * width), o(H * lora);
                         fill_f32(qv, 9, 0.1f);
