@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "base/aligned.h"
 #include "base/cpu_features.h"
 #include "base/error.h"
 #include "base/thread_pool.h"
@@ -67,14 +68,13 @@ void rows_on(Isa isa, const Matrix& w, const float* x, int64_t n, float* y, int6
 }
 
 // The vector kernels read MXFP4 activations in the shuffled order.
-const float* prepare(Isa isa, const Matrix& w, const float* x, int64_t n, std::vector<float>& buf) {
+// buf is 64-byte aligned: the kernels' 64-byte activation loads must not split cache lines.
+const float* prepare(Isa isa, const Matrix& w, const float* x, int64_t n, AlignedVector<float>& buf) {
   if (isa == Isa::kRef || w.format != WeightFormat::kMxfp4) return x;
-  // 64-byte aligned: the kernels' 64-byte activation loads must not split cache lines.
-  buf.resize(static_cast<size_t>(n * w.cols + 16));
-  float* p = buf.data() + ((64 - reinterpret_cast<uintptr_t>(buf.data()) % 64) % 64) / sizeof(float);
+  buf.resize(static_cast<size_t>(n * w.cols));
   auto shuffle = isa >= Isa::kAvx512 ? mxfp4_shuffle_activations_wide : mxfp4_shuffle_activations;
-  for (int64_t t = 0; t < n; ++t) shuffle(x + t * w.cols, w.cols, p + t * w.cols);
-  return p;
+  for (int64_t t = 0; t < n; ++t) shuffle(x + t * w.cols, w.cols, buf.data() + t * w.cols);
+  return buf.data();
 }
 
 // Activations for the bf16 path: on AVX512-BF16 the bf16 values themselves (64-byte aligned,
@@ -138,7 +138,7 @@ void linear_rows(const Matrix& w, const float* x, int64_t n, float* y, int64_t r
     amx::linear_rows(w, p, y, r0, r1);
     return;
   }
-  std::vector<float> buf;
+  AlignedVector<float> buf;
   Bf16Activations a;
   const bool bf = use_bf16(w);
   if (bf) prepare_bf16(w, x, n, a);
@@ -172,7 +172,7 @@ void linear_impl(const Matrix& wa, const Matrix* wb, const float* x, int64_t n, 
       pool.parallel_for(total, block, [&](int64_t b, int64_t e, int) { split(b, e, run); });
     return;
   }
-  std::vector<float> buf;
+  AlignedVector<float> buf;
   Bf16Activations a;
   const bool bf = use_bf16(wa);
   if (bf) prepare_bf16(wa, x, n, a);

@@ -115,7 +115,6 @@ __attribute__((noinline)) void tile(const uint8_t* w0, int64_t ws, const uint8_t
 
 constexpr int64_t kRowBlock = 16, kTokBlock = 24, kColBlock = 1024;  // kColBlock: a multiple of 128
 
-
 // Decode: 4 rows per pass, one from each quarter of the row range, so each of the 4 streams
 // runs on through consecutive rows (the prefetchers keep long streams going) instead of
 // restarting every 4 rows.
