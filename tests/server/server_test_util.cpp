@@ -100,7 +100,10 @@ Reply post_raw(httplib::Client& cli, const std::string& path, const std::string&
 Sse post_sse(httplib::Client& cli, const std::string& path, const ojson& body) {
   Sse out;
   auto r = cli.Post(path.c_str(), body.dump(), "application/json");
-  if (!r) return out;
+  if (!r) {  // no reply at all: say why, for failure messages
+    out.raw = "no response: " + httplib::to_string(r.error());
+    return out;
+  }
   out.status = r->status;
   out.raw = r->body;
   size_t at = 0;
