@@ -26,6 +26,8 @@
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")
 
+#include "kernels/mxfp4_scales_avx512.h"
+
 namespace k3::avx512 {
 namespace {
 
@@ -33,28 +35,6 @@ namespace {
 // widths (rows of 1.5-1.75 KB).  768 B left the kernel waiting on memory: 40% of read
 // bandwidth against ~64% at 8 KB (k3 bench, cold experts, 2 threads).
 constexpr int64_t kPrefetchBytes = 8192;
-
-// Lane i -> 2^(scale[i / 4] - 127) for the 4 E8M0 bytes of a 128-column block.  A zero byte is
-// the subnormal 2^-127, which the exponent shift cannot express; kZeros marks row blocks whose
-// scales contain one (found once per block with memchr), so the common path carries no test.
-template <bool kZeros>
-inline __m512 block_scales(const uint8_t* s) {
-  if constexpr (kZeros) {
-    uint32_t u;
-    std::memcpy(&u, s, 4);
-    if (((u - 0x01010101u) & ~u & 0x80808080u) != 0) {
-      alignas(64) float v[16];
-      for (int i = 0; i < 16; ++i) v[i] = e8m0_to_f32(s[i / 4]);
-      return _mm512_load_ps(v);
-    }
-  }
-  // Rotate byte j of the broadcast word to bit 23 (left by 23 - 8j, mod 32), keep the exponent.
-  const __m512i rot = _mm512_set_epi32(31, 31, 31, 31, 7, 7, 7, 7, 15, 15, 15, 15, 23, 23, 23, 23);
-  int32_t word;
-  std::memcpy(&word, s, 4);
-  const __m512i b = _mm512_set1_epi32(word);
-  return _mm512_castsi512_ps(_mm512_and_si512(_mm512_rolv_epi32(b, rot), _mm512_set1_epi32(0x7f800000)));
-}
 
 // R rows (packed bytes at w0 + i*ws, scales at s0 + i*ss) x T tokens (activations at
 // x0 + t*xs), columns [c0, c1); accumulators live in acc_mem between column blocks.
