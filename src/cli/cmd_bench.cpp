@@ -54,8 +54,7 @@ void add_bench_command(CLI::App& app, Runner& run) {
   sub->add_option("--json", a->json, "Also write the results as JSON");
   sub->add_option("--plot", a->plot, "Also write an SVG chart of ratio-to-limit per figure");
   sub->add_option("--filter", a->filter, "Only kernels whose name contains this");
-  sub->add_option("--precision", a->precision, "Model figures in fp32 (exact, default) or bf16 (opt-in fast prefill)")
-      ->check(CLI::IsMember({"fp32", "bf16"}));
+  add_precision_option(sub, a->precision);  // for the model figures
   sub->add_flag("--quick", a->quick, "Small shapes and the tiny default model (a smoke run, not a measurement)");
   sub->add_flag("--no-model", a->no_model, "Skip the whole-model figures");
   sub->add_flag("--no-kernels", a->no_kernels, "Skip the kernel figures");
@@ -83,7 +82,7 @@ void add_bench_command(CLI::App& app, Runner& run) {
         mo.reps = a->reps;
         mo.prompt_tokens = a->quick ? std::min(a->prompt, 32) : a->prompt;
         mo.decode_tokens = a->decode;
-        report.model = run_model_bench(*model, a->precision == "bf16" ? dir + " [--precision bf16]" : dir, report.machine, pool, mo);
+        report.model = run_model_bench(*model, a->precision != "fp32" ? dir + " [--precision " + a->precision + "]" : dir, report.machine, pool, mo);
       }
       apply_best_limits(report);
       std::fputs(format_table(report).c_str(), stdout);

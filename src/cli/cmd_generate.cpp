@@ -53,9 +53,7 @@ void add_generate_command(CLI::App& app, Runner& run) {
   sub->add_option("--seed", a->seed, "Sampling seed");
   sub->add_option("--ctx", a->ctx, "Context limit in tokens (default: the model's)");
   sub->add_option("--prefill-chunk", a->chunk, "Prompt tokens per forward pass")->check(CLI::PositiveNumber);
-  sub->add_option("--precision", a->precision,
-                  "fp32 (exact, default) or bf16 (activations of bf16-weight products rounded to bf16, AVX512-BF16)")
-      ->check(CLI::IsMember({"fp32", "bf16"}));
+  add_precision_option(sub, a->precision);
   sub->add_flag("--ignore-eos", a->ignore_eos, "Do not stop at end-of-message tokens");
   sub->callback([a, &run] {
     run = [a]() {

@@ -19,9 +19,7 @@ void add_logits_command(CLI::App& app, Runner& run) {
   sub->add_option("--prompt-ids", a->prompt_ids, "Prompt token ids, e.g. 1,2,3")->required();
   sub->add_option("--out", a->out, "Output .safetensors file")->required();
   sub->add_option("--prefill-chunk", a->chunk, "Prompt tokens per forward pass")->check(CLI::PositiveNumber);
-  sub->add_option("--precision", a->precision,
-                  "fp32 (exact, default) or bf16 (activations of bf16-weight products rounded to bf16, AVX512-BF16)")
-      ->check(CLI::IsMember({"fp32", "bf16"}));
+  add_precision_option(sub, a->precision);
   sub->callback([a, &run] {
     run = [a]() {
       const std::vector<int32_t> prompt = parse_token_ids(a->prompt_ids);

@@ -35,6 +35,8 @@ void add_loadtest_command(CLI::App& app, Runner& run);
 std::vector<int32_t> parse_token_ids(const std::string& text);
 // --model default: $K3_DEFAULT_MODEL, else ~/.cache/k3/default-tiny; synthesised on first use.
 std::string default_model_dir();
+// --precision fp32 | bf16 | bf16-all on sub, into value (kernels/linear.h: Precision).
+void add_precision_option(CLI::App* sub, std::string& value);
 // Resolves an empty --model to the default model, creating it when needed.
 std::string resolve_model_dir(const std::string& given);
 

@@ -35,6 +35,13 @@ std::vector<int32_t> parse_token_ids(const std::string& text) {
   return ids;
 }
 
+void add_precision_option(CLI::App* sub, std::string& value) {
+  sub->add_option("--precision", value,
+                  "fp32 (exact, default); bf16: activations of bf16-weight products rounded to bf16 (AVX512-BF16 "
+                  "dot products); bf16-all: the MXFP4 experts' products too")
+      ->check(CLI::IsMember({"fp32", "bf16", "bf16-all"}));
+}
+
 std::string default_model_dir() {
   if (const char* env = std::getenv("K3_DEFAULT_MODEL"); env != nullptr && *env != '\0') return env;
   std::string base;

@@ -23,12 +23,20 @@ std::atomic<int> g_precision{static_cast<int>(Precision::kF32)};
 void set_linear_precision(Precision p) { g_precision.store(static_cast<int>(p), std::memory_order_relaxed); }
 Precision linear_precision() { return static_cast<Precision>(g_precision.load(std::memory_order_relaxed)); }
 
-const char* precision_name(Precision p) { return p == Precision::kBf16 ? "bf16" : "fp32"; }
+const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::kBf16: return "bf16";
+    case Precision::kBf16All: return "bf16-all";
+    case Precision::kF32: break;
+  }
+  return "fp32";
+}
 
 Precision parse_precision(const std::string& name) {
   if (name == "fp32") return Precision::kF32;
   if (name == "bf16") return Precision::kBf16;
-  fail("unknown precision '", name, "' (expected fp32 or bf16)");
+  if (name == "bf16-all") return Precision::kBf16All;
+  fail("unknown precision '", name, "' (expected fp32, bf16 or bf16-all)");
 }
 
 bool bf16_dot_available() { return active_isa() >= Isa::kAvx512 && cpu_features().avx512_bf16; }
@@ -45,6 +53,22 @@ void mxfp4_shuffle_activations(const float* x, int64_t cols, float* xs) {
       xs[g + j] = x[g + 2 * j];
       xs[g + 16 + j] = x[g + 2 * j + 1];
     }
+}
+
+void mxfp4_pack_bf16_activations(const float* x, int64_t cols, uint16_t* out) {
+  const int64_t blocks = (cols + 127) / 128;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const float* xb = x + b * 128;
+    uint16_t* o = out + b * 128;
+    auto at = [&](int64_t c) { return b * 128 + c < cols ? f32_to_bf16(xb[c]) : uint16_t{0}; };
+    for (int L = 0; L < 4; ++L)
+      for (int m = 0; m < 8; ++m) {
+        o[8 * L + m] = at(2 * (16 * L + m));
+        o[32 + 8 * L + m] = at(2 * (16 * L + 8 + m));
+        o[64 + 8 * L + m] = at(2 * (16 * L + m) + 1);
+        o[96 + 8 * L + m] = at(2 * (16 * L + 8 + m) + 1);
+      }
+  }
 }
 
 void mxfp4_shuffle_activations_wide(const float* x, int64_t cols, float* xs) {
@@ -77,44 +101,61 @@ const float* prepare(Isa isa, const Matrix& w, const float* x, int64_t n, Aligne
   return buf.data();
 }
 
-// Activations for the bf16 path: on AVX512-BF16 the bf16 values themselves (64-byte aligned,
-// rows padded to whole 32-column steps plus 64 bytes against 4K aliasing); elsewhere their
-// fp32 widening, for the ordinary fp32 kernels.
+// Activations for the bf16 path: on AVX512-BF16 the bf16 values themselves (64-byte aligned;
+// bf16 weights: rows padded to whole 32-column steps, MXFP4: in the kernel's pair order, whole
+// 128-blocks; plus 64 bytes against 4K aliasing); elsewhere their fp32 widening (for MXFP4 in
+// the vector kernels' shuffled order), for the ordinary fp32 kernels.
 struct Bf16Activations {
   std::vector<uint16_t> storage;
   const uint16_t* bf16 = nullptr;
   int64_t stride = 0;
   std::vector<float> widened;
+  AlignedVector<float> shuffled;
+  const float* fp32 = nullptr;
 };
 
-void prepare_bf16(const Matrix& w, const float* x, int64_t n, Bf16Activations& a) {
+void prepare_bf16(Isa isa, const Matrix& w, const float* x, int64_t n, Bf16Activations& a) {
+  const bool mx = w.format == WeightFormat::kMxfp4;
   if (!bf16_dot_available()) {
     a.widened.resize(static_cast<size_t>(n * w.cols));
     ref::round_to_bf16(x, n * w.cols, a.widened.data());
+    a.fp32 = mx ? prepare(isa, w, a.widened.data(), n, a.shuffled) : a.widened.data();
     return;
   }
-  a.stride = (w.cols + 31) / 32 * 32 + 32;
+  a.stride = (mx ? (w.cols + 127) / 128 * 128 : (w.cols + 31) / 32 * 32) + 32;
   a.storage.assign(static_cast<size_t>(n * a.stride + 32), 0);
   uint16_t* p = a.storage.data() + ((64 - reinterpret_cast<uintptr_t>(a.storage.data()) % 64) % 64) / 2;
-  for (int64_t t = 0; t < n; ++t)
-    for (int64_t c = 0; c < w.cols; ++c) p[t * a.stride + c] = f32_to_bf16(x[t * w.cols + c]);
+  for (int64_t t = 0; t < n; ++t) {
+    if (mx)
+      mxfp4_pack_bf16_activations(x + t * w.cols, w.cols, p + t * a.stride);
+    else
+      for (int64_t c = 0; c < w.cols; ++c) p[t * a.stride + c] = f32_to_bf16(x[t * w.cols + c]);
+  }
   a.bf16 = p;
 }
 
-bool use_bf16(const Matrix& w) { return w.format == WeightFormat::kBF16 && linear_precision() == Precision::kBf16; }
+bool use_bf16(const Matrix& w) {
+  const Precision p = linear_precision();
+  if (w.format == WeightFormat::kBF16) return p != Precision::kF32;
+  return w.format == WeightFormat::kMxfp4 && p == Precision::kBf16All;
+}
 
 // Rows [r0, r1) with everything prepared.
 void rows_prepared(Isa isa, const Matrix& w, const float* xp, const Bf16Activations* a, int64_t n, float* y,
                    int64_t r0, int64_t r1) {
-  if (a != nullptr && a->bf16 != nullptr)
-    avx512::linear_rows_bf16dot(w, a->bf16, a->stride, n, y, r0, r1);
-  else
-    rows_on(isa, w, a != nullptr ? a->widened.data() : xp, n, y, r0, r1);
+  if (a != nullptr && a->bf16 != nullptr) {
+    if (w.format == WeightFormat::kMxfp4)
+      avx512::linear_rows_mxfp4_bf16dot(w, a->bf16, a->stride, n, y, r0, r1);
+    else
+      avx512::linear_rows_bf16dot(w, a->bf16, a->stride, n, y, r0, r1);
+  } else {
+    rows_on(isa, w, a != nullptr ? a->fp32 : xp, n, y, r0, r1);
+  }
 }
 
 // bf16 weights on the AMX tiles: every n, so batch invariance holds at that level too.
 bool use_amx(Isa isa, const Matrix& w) { return isa == Isa::kAmx && w.format == WeightFormat::kBF16; }
-int amx_pieces() { return linear_precision() == Precision::kBf16 ? 1 : 3; }
+int amx_pieces() { return linear_precision() == Precision::kF32 ? 3 : 1; }
 
 // The tiles' B operand for x; with `parallel`, large batches are packed on the pool (not from
 // linear_rows, which may itself run inside a pool task).
@@ -141,7 +182,7 @@ void linear_rows(const Matrix& w, const float* x, int64_t n, float* y, int64_t r
   AlignedVector<float> buf;
   Bf16Activations a;
   const bool bf = use_bf16(w);
-  if (bf) prepare_bf16(w, x, n, a);
+  if (bf) prepare_bf16(isa, w, x, n, a);
   rows_prepared(isa, w, bf ? nullptr : prepare(isa, w, x, n, buf), bf ? &a : nullptr, n, y, r0, r1);
 }
 
@@ -175,7 +216,7 @@ void linear_impl(const Matrix& wa, const Matrix* wb, const float* x, int64_t n, 
   AlignedVector<float> buf;
   Bf16Activations a;
   const bool bf = use_bf16(wa);
-  if (bf) prepare_bf16(wa, x, n, a);
+  if (bf) prepare_bf16(isa, wa, x, n, a);
   const float* xp = bf ? nullptr : prepare(isa, wa, x, n, buf);
   const Bf16Activations* ap = bf ? &a : nullptr;
   auto run = [&](const Matrix& w, float* y, int64_t r0, int64_t r1) { rows_prepared(isa, w, xp, ap, n, y, r0, r1); };

@@ -16,18 +16,22 @@
 
 namespace k3 {
 
-// Arithmetic of products with bf16 weights.  kF32 (the default) is exact fp32 math.  kBf16 is
-// the opt-in fast path: activations are rounded to bf16 (nearest even) and multiplied with
+// Arithmetic of products with bf16 and MXFP4 weights.  kF32 (the default) is exact fp32 math.
+// The opt-in fast paths round activations to bf16 (nearest even) and multiply them with
 // AVX512-BF16 dot products (vdpbf16ps) where the CPU has them, or with the fp32 kernels on the
-// rounded activations elsewhere.  It applies to every n (decode too), so batch invariance holds
-// within each precision.  fp32 and MXFP4 weights always use exact fp32 math.  The setting is
-// process-wide (one forward pass at a time sets it; see Model's ModelOptions::precision).
-enum class Precision { kF32, kBf16 };
+// rounded activations elsewhere; the weights stay exact (bf16 as stored; every E2M1 value is
+// exact in bf16), so the only change is the activations' rounding:
+//   kBf16     products with bf16 weights (the trunk); MXFP4 experts stay exact fp32
+//   kBf16All  products with bf16 and MXFP4 weights (the experts' inputs are rounded too)
+// Each applies to every n (decode too), so batch invariance holds within each precision.  fp32
+// weights always use exact fp32 math.  The setting is process-wide (one forward pass at a time
+// sets it; see Model's ModelOptions::precision).
+enum class Precision { kF32, kBf16, kBf16All };
 void set_linear_precision(Precision p);
 Precision linear_precision();
 const char* precision_name(Precision p);
-Precision parse_precision(const std::string& name);  // "fp32" | "bf16"; throws k3::Error
-// Whether kBf16 runs on vdpbf16ps here (AVX-512 dispatch and a CPU with AVX512-BF16).
+Precision parse_precision(const std::string& name);  // "fp32" | "bf16" | "bf16-all"; throws k3::Error
+// Whether kBf16 / kBf16All run on vdpbf16ps here (AVX-512 dispatch and a CPU with AVX512-BF16).
 bool bf16_dot_available();
 
 // Sets the precision for its lifetime, restoring the previous one.
@@ -79,6 +83,10 @@ void linear_rows_gemv(const Matrix& w, const float* x, float* y, int64_t r0, int
 // to whole 32-column steps) with vdpbf16ps; needs AVX512-BF16.
 void linear_rows_bf16dot(const Matrix& w, const uint16_t* xb, int64_t xstride, int64_t n, float* y, int64_t r0,
                          int64_t r1);
+// MXFP4 weights x bf16 activations packed by mxfp4_pack_bf16_activations (n rows at stride
+// xstride, 64-byte aligned) with vdpbf16ps; needs AVX512-BF16.
+void linear_rows_mxfp4_bf16dot(const Matrix& w, const uint16_t* xb, int64_t xstride, int64_t n, float* y, int64_t r0,
+                               int64_t r1);
 }
 
 // MXFP4 kernels read x in a per-32-column "even then odd" order, so packed nibbles need no
@@ -87,5 +95,11 @@ void mxfp4_shuffle_activations(const float* x, int64_t cols, float* xs);
 // The AVX-512 order: each full 128-column block b is stored as 8 runs of 16,
 // xs[b*128 + 16k + i] = x[b*128 + 8i + k]; the trailing cols % 128 use the per-32 order above.
 void mxfp4_shuffle_activations_wide(const float* x, int64_t cols, float* xs);
+// The bf16 order of linear_rows_mxfp4_bf16dot: x rounded to bf16, each 128-column block b
+// (the last one zero-padded) as 4 runs of 32 with, for L < 4 and m < 8,
+//   out[b*128 + 8L + m]      = x[b*128 + 2(16L + m)]       out[b*128 + 32 + 8L + m] = x[b*128 + 2(16L + 8 + m)]
+//   out[b*128 + 64 + 8L + m] = x[b*128 + 2(16L + m) + 1]   out[b*128 + 96 + 8L + m] = x[b*128 + 2(16L + 8 + m) + 1]
+// out holds ceil(cols / 128) * 128 values.
+void mxfp4_pack_bf16_activations(const float* x, int64_t cols, uint16_t* out);
 
 }  // namespace k3

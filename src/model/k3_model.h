@@ -39,8 +39,9 @@ struct ModelOptions {
   MlaOptions mla;
   BindOptions bind;
   // kF32: exact fp32 math (default).  kBf16: products with bf16 weights round their
-  // activations to bf16 and use AVX512-BF16 dot products (kernels/linear.h); faster prefill,
-  // logits within ~1e-2 of the exact path (tests/model/precision_test.cpp reports the error).
+  // activations to bf16 and use AVX512-BF16 dot products (kernels/linear.h); kBf16All: the
+  // MXFP4 experts' products too.  Faster prefill; tests/model/precision_test.cpp reports each
+  // one's logit error and KL divergence against the exact path on the fixture.
   Precision precision = Precision::kF32;
 };
 

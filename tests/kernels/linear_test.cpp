@@ -145,13 +145,22 @@ TEST(LinearMxfp4, ExtremeScales) {
   for (auto& b : packed) b = static_cast<uint8_t>(rng.below(256));
   for (size_t i = 0; i < scales.size(); ++i) scales[i] = i % 5 == 0 ? 0 : i % 7 == 0 ? 1 : static_cast<uint8_t>(100 + rng.below(40));
   Matrix m{WeightFormat::kMxfp4, rows, cols, packed.data(), scales.data()};
-  for (int64_t n : {1, 3}) {
+  for (int64_t n : {1, 3, 9}) {  // 9: the batched path that decodes each block once into a panel
     std::vector<float> x = random_vec(rng, n * cols);
     const std::vector<double> want = exact_product(m, x, n);
+    // The error bound of an fp32 dot product scales with sum |w x|, not with |sum w x|.
+    std::vector<float> xa(x.size()), row(cols);
+    for (size_t i = 0; i < x.size(); ++i) xa[i] = std::fabs(x[i]);
+    std::vector<double> mag(n * rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      ref::dequant_row(m, r, row.data());
+      for (int64_t t = 0; t < n; ++t)
+        for (int64_t c = 0; c < cols; ++c) mag[t * rows + r] += std::fabs(static_cast<double>(row[c])) * xa[t * cols + c];
+    }
     for_each_isa([&](Isa) {
       std::vector<float> y(n * rows);
       linear(m, x.data(), n, y.data());
-      for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], want[i], 1e-6 * (std::fabs(want[i]) + 1e-30)) << i;
+      for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], want[i], 1e-6 * (mag[i] + 1e-30)) << i;
     });
   }
   // Large scales stay finite and exact enough too.
@@ -199,18 +208,98 @@ TEST(LinearBf16Precision, MatchesRoundedReferenceAndIsBatchInvariant) {
     });
   }
   EXPECT_EQ(linear_precision(), Precision::kF32);  // the scope restored it
-  // MXFP4 weights ignore the setting.
-  TestMatrix q = make_matrix(WeightFormat::kMxfp4, 8, 64, rng);
-  std::vector<float> x = random_vec(rng, 64), a(8), b(8);
-  linear(q.m, x.data(), 1, a.data());
-  {
-    LinearPrecisionScope bf16(Precision::kBf16);
-    linear(q.m, x.data(), 1, b.data());
+  // fp32 weights ignore the setting; MXFP4 weights ignore kBf16 (only kBf16All reaches them).
+  for (auto [fmt, p] : {std::pair{WeightFormat::kF32, Precision::kBf16}, std::pair{WeightFormat::kF32, Precision::kBf16All},
+                        std::pair{WeightFormat::kMxfp4, Precision::kBf16}}) {
+    TestMatrix q = make_matrix(fmt, 8, 64, rng);
+    std::vector<float> x = random_vec(rng, 64), a(8), b(8);
+    linear(q.m, x.data(), 1, a.data());
+    {
+      LinearPrecisionScope bf16(p);
+      linear(q.m, x.data(), 1, b.data());
+    }
+    EXPECT_EQ(a, b) << format_name(fmt) << " " << precision_name(p);
   }
-  EXPECT_EQ(a, b);
+  // kBf16All rounds bf16-weight products exactly as kBf16 does.
+  {
+    TestMatrix q = make_matrix(WeightFormat::kBF16, 9, 200, rng);
+    std::vector<float> x = random_vec(rng, 3 * 200), a(27), b(27);
+    {
+      LinearPrecisionScope bf16(Precision::kBf16);
+      linear(q.m, x.data(), 3, a.data());
+    }
+    {
+      LinearPrecisionScope all(Precision::kBf16All);
+      linear(q.m, x.data(), 3, b.data());
+    }
+    EXPECT_EQ(a, b);
+  }
+  EXPECT_EQ(parse_precision("bf16-all"), Precision::kBf16All);
+  EXPECT_STREQ(precision_name(Precision::kBf16All), "bf16-all");
   EXPECT_EQ(parse_precision("bf16"), Precision::kBf16);
   EXPECT_EQ(parse_precision("fp32"), Precision::kF32);
   EXPECT_THROW(parse_precision("fp16"), Error);
+}
+
+// Precision::kBf16All with MXFP4 weights: the exact weights times bf16-rounded activations, on every
+// ISA (the vdpbf16ps kernel where available, with its pair order and partial last 128-block);
+// batch-invariant within the precision; zero and extreme scales as in the fp32 kernels.
+TEST(LinearBf16Precision, Mxfp4MatchesRoundedReferenceAndIsBatchInvariant) {
+  Rng rng(19);
+  for (auto [R, C, n] : {std::tuple<int64_t, int64_t, int64_t>{5, 32, 1}, {3, 96, 2}, {37, 128, 6}, {9, 416, 13},
+                         {33, 2336, 50}, {7, 3584, 3}, {18, 1056, 29}}) {
+    SCOPED_TRACE(::testing::Message() << R << "x" << C << " n=" << n);
+    TestMatrix t = make_matrix(WeightFormat::kMxfp4, R, C, rng);
+    for (size_t i = 0; i < t.scales.size(); i += 7) t.scales[i] = i % 2 == 0 ? 0 : 1;  // the subnormal path
+    std::vector<float> x = random_vec(rng, n * C), xr(n * C);
+    ref::round_to_bf16(x.data(), n * C, xr.data());
+    const std::vector<double> want = exact_product(t.m, xr, n);
+    double scale = 0;
+    for (double v : want) scale = std::max(scale, std::fabs(v));
+    for_each_isa([&](Isa) {
+      LinearPrecisionScope bf16(Precision::kBf16All);
+      std::vector<float> all(n * R);
+      linear(t.m, x.data(), n, all.data());
+      for (size_t i = 0; i < all.size(); ++i)
+        ASSERT_NEAR(all[i], want[i], 1e-5 * (scale + 1.0) * std::sqrt(static_cast<double>(C))) << i;
+      for (int64_t tok = 0; tok < n; ++tok) {
+        std::vector<float> one(R);
+        linear(t.m, x.data() + tok * C, 1, one.data());
+        for (int64_t r = 0; r < R; ++r) ASSERT_EQ(one[r], all[tok * R + r]);
+      }
+      if (R > 2) {
+        std::vector<float> part(n * R, 0.0f);
+        linear_rows(t.m, x.data(), n, part.data(), 1, R - 1);
+        for (int64_t tok = 0; tok < n; ++tok)
+          for (int64_t r = 1; r < R - 1; ++r) ASSERT_EQ(part[tok * R + r], all[tok * R + r]);
+      }
+    });
+  }
+}
+
+// The pair order of the MXFP4 bf16 kernel: every column lands once, the padding is zero.
+TEST(LinearBf16Precision, Mxfp4ActivationPackingIsAPermutation) {
+  const int64_t cols = 160;  // one full block and a partial one
+  std::vector<float> x(cols);
+  for (int64_t c = 0; c < cols; ++c) x[c] = static_cast<float>(c + 1);  // exact in bf16
+  std::vector<uint16_t> out(256, 0xffff);
+  mxfp4_pack_bf16_activations(x.data(), cols, out.data());
+  std::vector<int> seen(cols, 0);
+  int zeros = 0;
+  for (uint16_t b : out) {
+    const float v = bf16_to_f32(b);
+    if (v == 0.0f) {
+      ++zeros;
+      continue;
+    }
+    ASSERT_GE(v, 1.0f);
+    ASSERT_LE(v, static_cast<float>(cols));
+    ++seen[static_cast<int>(v) - 1];
+  }
+  EXPECT_EQ(zeros, 256 - cols);
+  for (int64_t c = 0; c < cols; ++c) EXPECT_EQ(seen[c], 1) << c;
+  // Column 2(16L + m) + 1 of block 0 sits at 64 + 8L + m (the high nibble of byte 16L + m).
+  EXPECT_EQ(bf16_to_f32(out[64 + 8 * 2 + 3]), static_cast<float>(2 * (16 * 2 + 3) + 1 + 1));
 }
 
 // Batches large enough for the AMX kernel's step chunks (several column groups, K walked in

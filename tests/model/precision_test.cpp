@@ -34,11 +34,15 @@ double kl_divergence(const float* a, const float* b, int64_t n) {
   return kl;
 }
 
-TEST(Precision, Bf16LogitsStayCloseToExact) {
+// kBf16 (bf16-weight products rounded) is held to loose sanity bounds.  kBf16All rounds the
+// MXFP4 experts' inputs too; on this random tiny model its error is far larger (KL 1.5 against
+// 0.025 on the 7-token prompt), so its numbers are reported and only checked for being finite
+// and for reaching the products.
+void compare_precision(Precision precision) {
   const std::string dir = testing::fixture_dir("k3-tiny-a");
   SafetensorsFile golden{dir + "/golden.safetensors"};
   ModelOptions bf16_options;
-  bf16_options.precision = Precision::kBf16;
+  bf16_options.precision = precision;
   auto exact = Model::load(dir);
   auto fast = Model::load(dir, bf16_options);
   const int64_t V = exact->text().vocab_size;
@@ -65,19 +69,25 @@ TEST(Precision, Bf16LogitsStayCloseToExact) {
         mean_kl += kl / static_cast<double>(T);
         argmax_same += std::max_element(x, x + V) == x + (std::max_element(y, y + V) - y);
       }
-      std::printf("[precision bf16 vs fp32] %s prompt %d (%lld tokens): max |logit err| %.3g (max |logit| %.3g), "
+      std::printf("[precision %s vs fp32] %s prompt %d (%lld tokens): max |logit err| %.3g (max |logit| %.3g), "
                   "KL mean %.3g max %.3g, same argmax %d/%lld%s\n",
-                  isa_name(isa), p, static_cast<long long>(T), max_err, max_logit, mean_kl, max_kl, argmax_same,
+                  precision_name(precision), isa_name(isa), p, static_cast<long long>(T), max_err, max_logit, mean_kl, max_kl, argmax_same,
                   static_cast<long long>(T),
                   isa == Isa::kAmx ? " (AMX tiles)" : bf16_dot_available() ? " (vdpbf16ps)" : " (rounded activations, fp32 kernels)");
       EXPECT_GT(max_err, 0.0);  // the setting reaches the bf16 products
-      EXPECT_LT(max_err, 1.5 * max_logit + 1.0);
-      EXPECT_LT(mean_kl, 1.0);
-      EXPECT_GE(2 * argmax_same, T);  // at least half the next-token choices agree
+      EXPECT_TRUE(std::isfinite(mean_kl));
+      if (precision == Precision::kBf16) {
+        EXPECT_LT(max_err, 1.5 * max_logit + 1.0);
+        EXPECT_LT(mean_kl, 1.0);
+        EXPECT_GE(2 * argmax_same, T);  // at least half the next-token choices agree
+      }
     }
   });
   EXPECT_EQ(linear_precision(), Precision::kF32);  // forward() restores the process setting
 }
+
+TEST(Precision, Bf16LogitsStayCloseToExact) { compare_precision(Precision::kBf16); }
+TEST(Precision, Bf16AllLogitsAreReported) { compare_precision(Precision::kBf16All); }
 
 }  // namespace
 }  // namespace k3
