@@ -144,6 +144,41 @@ BenchResult bench_mxfp4_gemv(ThreadPool& pool, const MachineLimits& m, int64_t r
   return r;
 }
 
+// Prefill expert product: one MXFP4 expert matrix times the n tokens routed to it (K3's 16 of
+// 896 experts over a 2k-token prompt give ~36 per expert), experts rotated beyond the LLC as in
+// a prefill step, exact fp32 math; the ratio is to the fp32 FMA peak.
+BenchResult bench_mxfp4_gemm(ThreadPool& pool, const MachineLimits& m, int64_t rows, int64_t cols, int64_t n,
+                             const std::string& which, int reps, bool quick) {
+  const uint64_t bytes = static_cast<uint64_t>(rows) * cols / 2 + static_cast<uint64_t>(rows) * cols / 32;
+  const int experts = static_cast<int>(std::max<uint64_t>(2, (quick ? 1 : 2) * m.llc_bytes / bytes + 1));
+  std::vector<std::vector<uint8_t>> packed(experts), scales(experts);
+  for (int e = 0; e < experts; ++e) {
+    packed[e].resize(rows * cols / 2);
+    scales[e].resize(rows * cols / 32);
+    fill_u8(pool, packed[e], 300 + e, 0, 0);
+    fill_u8(pool, scales[e], 400 + e, 118, 6);
+  }
+  std::vector<float> x(n * cols), y(n * rows);
+  fill_f32(x, 7, 1.0f);
+  int next = 0;
+  const double before = measure_fp32_peak_once(pool);
+  const Timed t = time_it(pool, reps * experts, false, [&] {
+    Matrix mat{WeightFormat::kMxfp4, rows, cols, packed[next].data(), scales[next].data()};
+    next = (next + 1) % experts;
+    linear(mat, x.data(), n, y.data());
+  });
+  const double peak = std::max({m.fp32_gflops, before, measure_fp32_peak_once(pool)});
+  BenchResult r = flops_result("mxfp4_gemm_" + which + "_" + std::to_string(rows) + "x" + std::to_string(cols) + "_n" +
+                                   std::to_string(n),
+                               2.0 * rows * cols * n, t, peak,
+                               "fp32 FMA peak " + std::to_string(static_cast<int>(peak + 0.5)) +
+                                   " GFLOP/s (max of machine figure and probes around the run)");
+  r.limit_kind = BenchResult::Limit::kFp32;
+  r.limit_value = peak;
+  r.note = std::to_string(experts) + " experts rotated; prefill's expert products";
+  return r;
+}
+
 // Prefill GEMM: bf16 weights, fp32 activations, n tokens.
 BenchResult bench_gemm(ThreadPool& pool, const MachineLimits& m, int64_t rows, int64_t cols, int64_t n, int reps) {
   std::vector<uint16_t> w(rows * cols);
@@ -223,6 +258,23 @@ std::vector<BenchResult> run_kernel_benches(ThreadPool& pool, const MachineLimit
     jobs.push_back({"mxfp4_gemv w1", [&] { out.push_back(bench_mxfp4_gemv(pool, m, q ? 384 : 3072, q ? 448 : 3584, "w1", reps, q)); }});
     jobs.push_back({"mxfp4_gemv w2", [&] { out.push_back(bench_mxfp4_gemv(pool, m, q ? 448 : 3584, q ? 384 : 3072, "w2", reps, q)); }});
   }
+  if (want("mxfp4_gemm"))
+    jobs.push_back({"mxfp4_gemm w1", [&] {
+                      const int64_t rows = q ? 384 : 3072, cols = q ? 448 : 3584, n = q ? 16 : 36;
+                      const BenchResult exact = bench_mxfp4_gemm(pool, m, rows, cols, n, "w1", reps, q);
+                      out.push_back(exact);
+                      if (m.bf16_gflops > 0 && bf16_dot_available()) {  // --precision bf16-all
+                        const LinearPrecisionScope bf16(Precision::kBf16All);
+                        BenchResult r = bench_mxfp4_gemm(pool, m, rows, cols, n, "w1", reps, q);
+                        r.name = "mxfp4_gemm_bf16act_w1_" + std::to_string(rows) + "x" + std::to_string(cols) + "_n" +
+                                 std::to_string(n);
+                        r.ratio_to_limit = r.value / m.bf16_gflops;
+                        r.limit = "bf16 dot-product peak (--precision bf16-all)";
+                        r.limit_kind = BenchResult::Limit::kOther;
+                        r.note = std::to_string(r.value / exact.value).substr(0, 4) + "x the exact fp32 expert GEMM";
+                        out.push_back(r);
+                      }
+                    }});
   if (want("gemm")) {
     jobs.push_back({"gemm", [&] {
                       const int64_t rows = q ? 512 : 7168, cols = q ? 768 : 12288, n = q ? 32 : 256;

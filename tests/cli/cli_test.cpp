@@ -248,7 +248,7 @@ TEST(Cli, BenchQuickWritesTheReportContract) {
         EXPECT_NEAR(k["ratio_to_limit"].get<double>(), k["value"].get<double>() / best, 1e-9) << k.dump();
       }
     }
-    for (const char* prefix : {"bf16_gemv", "mxfp4_gemv", "gemm", "kda_prefill", "kda_decode", "mla_decode"}) {
+    for (const char* prefix : {"bf16_gemv", "mxfp4_gemv", "mxfp4_gemm", "gemm", "kda_prefill", "kda_decode", "mla_decode"}) {
       bool found = false;
       for (const auto& k : j["kernels"]) {
         if (k["name"].get<std::string>().rfind(prefix, 0) != 0) continue;
