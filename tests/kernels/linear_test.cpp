@@ -106,7 +106,8 @@ TEST_P(LinearTest, BatchInvariant) {
   for (auto [R, C, n] : {std::tuple<int64_t, int64_t, int64_t>{37, 320, 6}, {9, 2336, 11}, {13, 160, 37},
                          {7, 1037, 13}, {5, 2100, 53},
                          {1100, 160, 13},  // > 128 rows per pool task: several GEMM row super-blocks
-                         {31, 544, 151}}) {  // > 144 tokens: two GEMM token blocks, odd rows for row pairs
+                         {31, 544, 151},   // > 144 tokens: two GEMM token blocks, odd rows for row pairs
+                         {5, 4224, 9}}) {  // > 4096 columns: the MXFP4 kernels' column blocks
     if (fmt == WeightFormat::kMxfp4 && C % 32 != 0) continue;
     SCOPED_TRACE(::testing::Message() << R << "x" << C << " n=" << n);
     TestMatrix t = make_matrix(fmt, R, C, rng);
@@ -247,7 +248,8 @@ TEST(LinearBf16Precision, MatchesRoundedReferenceAndIsBatchInvariant) {
 TEST(LinearBf16Precision, Mxfp4MatchesRoundedReferenceAndIsBatchInvariant) {
   Rng rng(19);
   for (auto [R, C, n] : {std::tuple<int64_t, int64_t, int64_t>{5, 32, 1}, {3, 96, 2}, {37, 128, 6}, {9, 416, 13},
-                         {33, 2336, 50}, {7, 3584, 3}, {18, 1056, 29}}) {
+                         {33, 2336, 50}, {7, 3584, 3}, {18, 1056, 29},
+                         {3, 4352, 7}, {5, 4160, 9}}) {  // column blocks; a partial block in the second
     SCOPED_TRACE(::testing::Message() << R << "x" << C << " n=" << n);
     TestMatrix t = make_matrix(WeightFormat::kMxfp4, R, C, rng);
     for (size_t i = 0; i < t.scales.size(); i += 7) t.scales[i] = i % 2 == 0 ? 0 : 1;  // the subnormal path
