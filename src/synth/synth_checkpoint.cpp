@@ -1,8 +1,7 @@
 #include "synth/synth_checkpoint.h"
 
-#include <sys/stat.h>
-
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
 
@@ -299,9 +298,9 @@ void write_synth_checkpoint(const std::string& dir, const SynthOptions& options)
   const json cfg = synth_config(options);
   const ModelConfig mc = parse_model_config(cfg.dump(), "synthetic config");
   const TextConfig& c = mc.text;
-  ::mkdir(dir.c_str(), 0755);
-  struct stat st {};
-  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) fail(dir, ": cannot create directory");
+  std::error_code ec;  // missing parents are created too, as mkdir -p would
+  std::filesystem::create_directories(dir, ec);
+  if (ec || !std::filesystem::is_directory(dir, ec)) fail(dir, ": cannot create directory (", ec.message(), ")");
 
   Planner p(options.seed);
   const int64_t d = c.hidden_size;

@@ -2,6 +2,9 @@
 // overrides, refusals.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
@@ -109,6 +112,25 @@ TEST(Synth, RefusesBadSettings) {
   o.preset = "huge";
   EXPECT_THROW(write_synth_checkpoint(tmp.path(), o), Error);
   EXPECT_NE(synth_config(SynthOptions{})["text_config"].dump().find("kimi_linear"), std::string::npos);
+}
+
+// --out with missing parent folders creates them (mkdir -p); a path under a file cannot be made
+// and says so.
+TEST(Synth, CreatesParentFoldersAndNamesAnUncreatableOne) {
+  testing::TempDir tmp;
+  SynthOptions o;
+  o.vision = "none";
+  o.overrides = {{"num_hidden_layers", 2}, {"vocab_size", 512}};
+  const std::string deep = tmp.path() + "/a/b/model";
+  write_synth_checkpoint(deep, o);
+  EXPECT_TRUE(std::filesystem::exists(deep + "/config.json"));
+  std::ofstream(tmp.path() + "/plain") << "x";
+  try {
+    write_synth_checkpoint(tmp.path() + "/plain/model", o);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot create directory"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
