@@ -17,8 +17,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <vector>
 
+#include "base/aligned.h"
 #include "kernels/linear.h"
 #include "kernels/matrix.h"
 #include "kernels/mxfp4.h"
@@ -26,7 +26,7 @@
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")
 
-#include "kernels/mxfp4_scales_avx512.h"
+#include "kernels/mxfp4_avx512.h"
 
 namespace k3::avx512 {
 namespace {
@@ -93,12 +93,6 @@ __attribute__((noinline)) void tile(const uint8_t* w0, int64_t ws, const uint8_t
     for (int t = 0; t < T; ++t) _mm512_storeu_ps(acc_mem + (i * acc_stride + t) * 16, acc[i][t]);
 }
 
-// kColBlock (a multiple of 128) covers a whole expert row (3072 / 3584 columns): each row
-// streams on along itself, where the 8 KB software prefetch points, and the accumulators stay
-// in registers for the row.  With 1024-column blocks the prefetch pointed at bytes read only a
-// block later and the expert GEMM ran ~12% slower on Zen 4 (one thread, 36 tokens: 76 -> 86
-// GFLOP/s), although the tokens' activations then come from L2.
-constexpr int64_t kRowBlock = 16, kTokBlock = 24, kColBlock = 4096;
 
 // Decode: 4 rows per pass, one from each quarter of the row range, so each of the 4 streams
 // runs on through consecutive rows (the prefetchers keep long streams going) instead of
@@ -134,47 +128,11 @@ void linear_rows_mxfp4(const Matrix& m, const float* xs, int64_t n, float* y, in
   }
   const uint8_t* pk = static_cast<const uint8_t*>(m.data);
   const int64_t cols = m.cols, full = cols / 128 * 128;
-  // Two tokens: whole rows in one pass.  More: rows of up to kColBlock columns in one pass,
-  // wider ones in column blocks (their accumulators parked in acc between blocks).
-  const int64_t kc = n <= 2 ? cols : kColBlock;
-  thread_local std::vector<float> accbuf;
-  accbuf.resize(static_cast<size_t>(kRowBlock * kTokBlock * 16));
-  float* acc = accbuf.data();
-  bool zeros = false;  // this row block's scales contain a zero byte
-  auto run = [&]<int R, int T>(int64_t r, int64_t t, int64_t ri, int64_t ti, int64_t c0, int64_t c1) {
-    auto* f = zeros ? &tile<R, T, true> : &tile<R, T, false>;
-    f(pk + r * (cols / 2), cols / 2, m.scales + r * (cols / 32), cols / 32, xs + t * cols, cols, c0, c1, full,
-      acc + (ri * kTokBlock + ti) * 16, kTokBlock, kPrefetchBytes);
-  };
-  for (int64_t rb = r0; rb < r1; rb += kRowBlock) {
-    const int64_t rn = std::min(kRowBlock, r1 - rb);
-    zeros = std::memchr(m.scales + rb * (cols / 32), 0, static_cast<size_t>(rn * (cols / 32))) != nullptr;
-    for (int64_t tb = 0; tb < n; tb += kTokBlock) {
-      const int64_t tn = std::min(kTokBlock, n - tb);
-      for (int64_t ri = 0; ri < rn; ++ri) std::fill_n(acc + ri * kTokBlock * 16, tn * 16, 0.0f);
-      for (int64_t c0 = 0; c0 < cols; c0 += kc) {
-        const int64_t c1 = std::min(cols, c0 + kc);
-        int64_t ri = 0;
-        for (; ri + 2 <= rn; ri += 2) {  // two rows' decoded blocks serve 6 tokens: half a load per FMA
-          int64_t ti = 0;
-          for (; ti + 6 <= tn; ti += 6) run.template operator()<2, 6>(rb + ri, tb + ti, ri, ti, c0, c1);
-          if (ti + 4 <= tn) run.template operator()<2, 4>(rb + ri, tb + ti, ri, ti, c0, c1), ti += 4;
-          if (ti + 2 <= tn) run.template operator()<2, 2>(rb + ri, tb + ti, ri, ti, c0, c1), ti += 2;
-          if (ti < tn) run.template operator()<2, 1>(rb + ri, tb + ti, ri, ti, c0, c1);
-        }
-        for (; ri < rn; ++ri) {  // an odd last row: one row's decoded block serves up to 8 tokens
-          int64_t ti = 0;
-          for (; ti + 8 <= tn; ti += 8) run.template operator()<1, 8>(rb + ri, tb + ti, ri, ti, c0, c1);
-          if (ti + 4 <= tn) run.template operator()<1, 4>(rb + ri, tb + ti, ri, ti, c0, c1), ti += 4;
-          if (ti + 2 <= tn) run.template operator()<1, 2>(rb + ri, tb + ti, ri, ti, c0, c1), ti += 2;
-          if (ti < tn) run.template operator()<1, 1>(rb + ri, tb + ti, ri, ti, c0, c1);
-        }
-      }
-      for (int64_t ri = 0; ri < rn; ++ri)
-        for (int64_t ti = 0; ti < tn; ++ti)
-          y[(tb + ti) * m.rows + rb + ri] = _mm512_reduce_add_ps(_mm512_loadu_ps(acc + (ri * kTokBlock + ti) * 16));
-    }
-  }
+  batched_rows(m, n, y, r0, r1,
+               [&]<int R, int T, bool kZeros>(int64_t r, int64_t t, int64_t c0, int64_t c1, float* acc, int64_t as) {
+                 tile<R, T, kZeros>(pk + r * (cols / 2), cols / 2, m.scales + r * (cols / 32), cols / 32, xs + t * cols,
+                                    cols, c0, c1, full, acc, as, kPrefetchBytes);
+               });
 }
 
 }  // namespace k3::avx512

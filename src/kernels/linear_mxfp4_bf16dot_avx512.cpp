@@ -11,7 +11,7 @@
 //   C, D = the same bytes' high nibbles      (L = 128-bit lane 0..3, m = 0..7; word 8L + m)
 // and the activations are packed in that order (mxfp4_pack_bf16_activations, linear.h), so
 // fp32 lane j of each dot product only ever holds columns of the block's 32-group j / 4: one
-// per-lane scale vector per block (mxfp4_scales_avx512.h), as in the fp32 kernel.
+// per-lane scale vector per block (mxfp4_avx512.h), as in the fp32 kernel.
 //
 // Per (row, token), whatever n, the tiling or the row range:
 //   per block: p = dot(A, xa); p = dot(p, B, xb); p = dot(p, C, xc); p = dot(p, D, xd);
@@ -34,15 +34,12 @@
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma")
 
-#include "kernels/mxfp4_scales_avx512.h"
+#include "kernels/mxfp4_avx512.h"
 
 namespace k3::avx512 {
 namespace {
 
 constexpr int64_t kPrefetchBytes = 8192;  // as the fp32 MXFP4 kernel: ~one 4-row block ahead
-// kColBlock (a multiple of 128): whole expert rows per pass, as in the fp32 kernel (Zen 4, one
-// thread, 36 tokens: 104 GFLOP/s with 1024-column blocks, 127-133 with whole rows).
-constexpr int64_t kRowBlock = 16, kTokBlock = 24, kColBlock = 4096;
 
 // vpshufb tables: byte n = the low / high byte of bf16(E2M1 value n), in every 128-bit lane.
 struct Tables {
@@ -161,48 +158,13 @@ void linear_rows_mxfp4_bf16dot(const Matrix& m, const uint16_t* xb, int64_t xstr
     return;
   }
   const uint8_t* pk = static_cast<const uint8_t*>(m.data);
-  const int64_t cols = m.cols, blocks = (cols + 127) / 128;
-  // Two tokens: whole rows in one pass.  More: a block of rows is decoded once per 6-token tile,
-  // rows of up to kColBlock columns in one pass.
-  const int64_t kb = n <= 2 ? blocks : kColBlock / 128;
-  thread_local AlignedVector<float> accbuf;
-  accbuf.resize(static_cast<size_t>(kRowBlock * kTokBlock * 16));
-  float* acc = accbuf.data();
-  bool zeros = false;
-  auto run = [&]<int R, int T>(int64_t r, int64_t t, int64_t ri, int64_t ti, int64_t b0, int64_t b1) {
-    auto* f = zeros ? &tile<R, T, true> : &tile<R, T, false>;
-    f(pk + r * (cols / 2), cols / 2, m.scales + r * (cols / 32), cols / 32, xb + t * xstride, xstride, b0, b1, cols,
-      acc + (ri * kTokBlock + ti) * 16, kTokBlock, kPrefetchBytes);
-  };
-  for (int64_t rb = r0; rb < r1; rb += kRowBlock) {
-    const int64_t rn = std::min(kRowBlock, r1 - rb);
-    zeros = scales_have_zero(m, rb, rn);
-    for (int64_t tb = 0; tb < n; tb += kTokBlock) {
-      const int64_t tn = std::min(kTokBlock, n - tb);
-      for (int64_t ri = 0; ri < rn; ++ri) std::fill_n(acc + ri * kTokBlock * 16, tn * 16, 0.0f);
-      for (int64_t b0 = 0; b0 < blocks; b0 += kb) {
-        const int64_t b1 = std::min(blocks, b0 + kb);
-        int64_t ri = 0;
-        for (; ri + 2 <= rn; ri += 2) {
-          int64_t ti = 0;
-          for (; ti + 6 <= tn; ti += 6) run.template operator()<2, 6>(rb + ri, tb + ti, ri, ti, b0, b1);
-          if (ti + 4 <= tn) run.template operator()<2, 4>(rb + ri, tb + ti, ri, ti, b0, b1), ti += 4;
-          if (ti + 2 <= tn) run.template operator()<2, 2>(rb + ri, tb + ti, ri, ti, b0, b1), ti += 2;
-          if (ti < tn) run.template operator()<2, 1>(rb + ri, tb + ti, ri, ti, b0, b1);
-        }
-        for (; ri < rn; ++ri) {
-          int64_t ti = 0;
-          for (; ti + 6 <= tn; ti += 6) run.template operator()<1, 6>(rb + ri, tb + ti, ri, ti, b0, b1);
-          if (ti + 4 <= tn) run.template operator()<1, 4>(rb + ri, tb + ti, ri, ti, b0, b1), ti += 4;
-          if (ti + 2 <= tn) run.template operator()<1, 2>(rb + ri, tb + ti, ri, ti, b0, b1), ti += 2;
-          if (ti < tn) run.template operator()<1, 1>(rb + ri, tb + ti, ri, ti, b0, b1);
-        }
-      }
-      for (int64_t ri = 0; ri < rn; ++ri)
-        for (int64_t ti = 0; ti < tn; ++ti)
-          y[(tb + ti) * m.rows + rb + ri] = _mm512_reduce_add_ps(_mm512_loadu_ps(acc + (ri * kTokBlock + ti) * 16));
-    }
-  }
+  const int64_t cols = m.cols;
+  batched_rows(m, n, y, r0, r1,
+               [&]<int R, int T, bool kZeros>(int64_t r, int64_t t, int64_t c0, int64_t c1, float* acc, int64_t as) {
+                 tile<R, T, kZeros>(pk + r * (cols / 2), cols / 2, m.scales + r * (cols / 32), cols / 32,
+                                    xb + t * xstride, xstride, c0 / 128, (c1 + 127) / 128, cols, acc, as,
+                                    kPrefetchBytes);
+               });
 }
 
 }  // namespace k3::avx512

@@ -118,25 +118,34 @@ BenchResult bench_bf16_gemv(ThreadPool& pool, const MachineLimits& m, int64_t ro
   return r;
 }
 
+// `count` MXFP4 matrices of rows x cols with random nibbles and scales 2^-9 .. 2^-4.
+struct Mxfp4Experts {
+  std::vector<std::vector<uint8_t>> packed, scales;
+  int64_t rows, cols;
+  Mxfp4Experts(ThreadPool& pool, int64_t r, int64_t c, int count, uint64_t seed)
+      : packed(count), scales(count), rows(r), cols(c) {
+    for (int e = 0; e < count; ++e) {
+      packed[e].resize(rows * cols / 2);
+      scales[e].resize(rows * cols / 32);
+      fill_u8(pool, packed[e], seed + e, 0, 0);
+      fill_u8(pool, scales[e], seed + 100 + e, 118, 6);
+    }
+  }
+  Matrix matrix(int e) const { return Matrix{WeightFormat::kMxfp4, rows, cols, packed[e].data(), scales[e].data()}; }
+};
+
 // One MXFP4 expert matrix (w1/w3 3072x3584 or w2 3584x3072) rotated over many experts.
 BenchResult bench_mxfp4_gemv(ThreadPool& pool, const MachineLimits& m, int64_t rows, int64_t cols, const std::string& which,
                              int reps, bool quick) {
   const uint64_t bytes = static_cast<uint64_t>(rows) * cols / 2 + static_cast<uint64_t>(rows) * cols / 32;
   const int experts = static_cast<int>(std::max<uint64_t>(4, (quick ? 1 : 3) * m.llc_bytes / bytes + 1));
-  std::vector<std::vector<uint8_t>> packed(experts), scales(experts);
-  for (int e = 0; e < experts; ++e) {
-    packed[e].resize(rows * cols / 2);
-    scales[e].resize(rows * cols / 32);
-    fill_u8(pool, packed[e], 100 + e, 0, 0);
-    fill_u8(pool, scales[e], 200 + e, 118, 6);
-  }
+  const Mxfp4Experts ex(pool, rows, cols, experts, 100);
   std::vector<float> x(cols), y(rows);
   fill_f32(x, 6, 1.0f);
   int next = 0;
   const Timed t = time_it(pool, reps * experts, !quick, [&] {
-    Matrix mat{WeightFormat::kMxfp4, rows, cols, packed[next].data(), scales[next].data()};
+    linear(ex.matrix(next), x.data(), 1, y.data());
     next = (next + 1) % experts;
-    linear(mat, x.data(), 1, y.data());
   });
   BenchResult r = bandwidth_result("mxfp4_gemv_" + which + "_" + std::to_string(rows) + "x" + std::to_string(cols),
                                    static_cast<double>(bytes), t, m);
@@ -151,21 +160,14 @@ BenchResult bench_mxfp4_gemm(ThreadPool& pool, const MachineLimits& m, int64_t r
                              const std::string& which, int reps, bool quick) {
   const uint64_t bytes = static_cast<uint64_t>(rows) * cols / 2 + static_cast<uint64_t>(rows) * cols / 32;
   const int experts = static_cast<int>(std::max<uint64_t>(2, (quick ? 1 : 2) * m.llc_bytes / bytes + 1));
-  std::vector<std::vector<uint8_t>> packed(experts), scales(experts);
-  for (int e = 0; e < experts; ++e) {
-    packed[e].resize(rows * cols / 2);
-    scales[e].resize(rows * cols / 32);
-    fill_u8(pool, packed[e], 300 + e, 0, 0);
-    fill_u8(pool, scales[e], 400 + e, 118, 6);
-  }
+  const Mxfp4Experts ex(pool, rows, cols, experts, 300);
   std::vector<float> x(n * cols), y(n * rows);
   fill_f32(x, 7, 1.0f);
   int next = 0;
   const double before = measure_fp32_peak_once(pool);
   const Timed t = time_it(pool, reps * experts, false, [&] {
-    Matrix mat{WeightFormat::kMxfp4, rows, cols, packed[next].data(), scales[next].data()};
+    linear(ex.matrix(next), x.data(), n, y.data());
     next = (next + 1) % experts;
-    linear(mat, x.data(), n, y.data());
   });
   const double peak = std::max({m.fp32_gflops, before, measure_fp32_peak_once(pool)});
   BenchResult r = flops_result("mxfp4_gemm_" + which + "_" + std::to_string(rows) + "x" + std::to_string(cols) + "_n" +

@@ -178,6 +178,36 @@ TEST(LinearMxfp4, ExtremeScales) {
   });
 }
 
+// Under precision p, t.m times x (n tokens) matches the fp64 product with bf16-rounded
+// activations on every ISA, and is batch-invariant: single tokens and row ranges give the
+// same bits.
+void expect_rounded_product(const TestMatrix& t, const std::vector<float>& x, int64_t n, Precision p) {
+  const int64_t R = t.m.rows, C = t.m.cols;
+  std::vector<float> xr(n * C);
+  ref::round_to_bf16(x.data(), n * C, xr.data());
+  const std::vector<double> want = exact_product(t.m, xr, n);
+  double scale = 0;
+  for (double v : want) scale = std::max(scale, std::fabs(v));
+  for_each_isa([&](Isa) {
+    LinearPrecisionScope bf16(p);
+    std::vector<float> all(n * R);
+    linear(t.m, x.data(), n, all.data());
+    for (size_t i = 0; i < all.size(); ++i)
+      ASSERT_NEAR(all[i], want[i], 1e-5 * (scale + 1.0) * std::sqrt(static_cast<double>(C))) << i;
+    for (int64_t tok = 0; tok < n; ++tok) {
+      std::vector<float> one(R);
+      linear(t.m, x.data() + tok * C, 1, one.data());
+      for (int64_t r = 0; r < R; ++r) ASSERT_EQ(one[r], all[tok * R + r]);
+    }
+    if (R > 2) {
+      std::vector<float> part(n * R, 0.0f);
+      linear_rows(t.m, x.data(), n, part.data(), 1, R - 1);
+      for (int64_t tok = 0; tok < n; ++tok)
+        for (int64_t r = 1; r < R - 1; ++r) ASSERT_EQ(part[tok * R + r], all[tok * R + r]);
+    }
+  });
+}
+
 // Precision::kBf16: bf16 weights times bf16-rounded activations, fp32 accumulation, on every
 // ISA (vdpbf16ps where available); batch-invariant within the precision; other formats exact.
 TEST(LinearBf16Precision, MatchesRoundedReferenceAndIsBatchInvariant) {
@@ -186,27 +216,7 @@ TEST(LinearBf16Precision, MatchesRoundedReferenceAndIsBatchInvariant) {
                          {4, 96, 7}}) {
     SCOPED_TRACE(::testing::Message() << R << "x" << C << " n=" << n);
     TestMatrix t = make_matrix(WeightFormat::kBF16, R, C, rng);
-    std::vector<float> x = random_vec(rng, n * C), xr(n * C);
-    ref::round_to_bf16(x.data(), n * C, xr.data());
-    const std::vector<double> want = exact_product(t.m, xr, n);
-    double scale = 0;
-    for (double v : want) scale = std::max(scale, std::fabs(v));
-    for_each_isa([&](Isa) {
-      LinearPrecisionScope bf16(Precision::kBf16);
-      std::vector<float> all(n * R);
-      linear(t.m, x.data(), n, all.data());
-      for (size_t i = 0; i < all.size(); ++i)
-        ASSERT_NEAR(all[i], want[i], 1e-5 * (scale + 1.0) * std::sqrt(static_cast<double>(C))) << i;
-      for (int64_t tok = 0; tok < n; ++tok) {
-        std::vector<float> one(R);
-        linear(t.m, x.data() + tok * C, 1, one.data());
-        for (int64_t r = 0; r < R; ++r) ASSERT_EQ(one[r], all[tok * R + r]);
-      }
-      std::vector<float> part(n * R, 0.0f);
-      linear_rows(t.m, x.data(), n, part.data(), 1, R - 1);
-      for (int64_t tok = 0; tok < n; ++tok)
-        for (int64_t r = 1; r < R - 1; ++r) ASSERT_EQ(part[tok * R + r], all[tok * R + r]);
-    });
+    expect_rounded_product(t, random_vec(rng, n * C), n, Precision::kBf16);
   }
   EXPECT_EQ(linear_precision(), Precision::kF32);  // the scope restored it
   // fp32 weights ignore the setting; MXFP4 weights ignore kBf16 (only kBf16All reaches them).
@@ -253,29 +263,7 @@ TEST(LinearBf16Precision, Mxfp4MatchesRoundedReferenceAndIsBatchInvariant) {
     SCOPED_TRACE(::testing::Message() << R << "x" << C << " n=" << n);
     TestMatrix t = make_matrix(WeightFormat::kMxfp4, R, C, rng);
     for (size_t i = 0; i < t.scales.size(); i += 7) t.scales[i] = i % 2 == 0 ? 0 : 1;  // the subnormal path
-    std::vector<float> x = random_vec(rng, n * C), xr(n * C);
-    ref::round_to_bf16(x.data(), n * C, xr.data());
-    const std::vector<double> want = exact_product(t.m, xr, n);
-    double scale = 0;
-    for (double v : want) scale = std::max(scale, std::fabs(v));
-    for_each_isa([&](Isa) {
-      LinearPrecisionScope bf16(Precision::kBf16All);
-      std::vector<float> all(n * R);
-      linear(t.m, x.data(), n, all.data());
-      for (size_t i = 0; i < all.size(); ++i)
-        ASSERT_NEAR(all[i], want[i], 1e-5 * (scale + 1.0) * std::sqrt(static_cast<double>(C))) << i;
-      for (int64_t tok = 0; tok < n; ++tok) {
-        std::vector<float> one(R);
-        linear(t.m, x.data() + tok * C, 1, one.data());
-        for (int64_t r = 0; r < R; ++r) ASSERT_EQ(one[r], all[tok * R + r]);
-      }
-      if (R > 2) {
-        std::vector<float> part(n * R, 0.0f);
-        linear_rows(t.m, x.data(), n, part.data(), 1, R - 1);
-        for (int64_t tok = 0; tok < n; ++tok)
-          for (int64_t r = 1; r < R - 1; ++r) ASSERT_EQ(part[tok * R + r], all[tok * R + r]);
-      }
-    });
+    expect_rounded_product(t, random_vec(rng, n * C), n, Precision::kBf16All);
   }
 }
 

@@ -1,0 +1,106 @@
+// What the two AVX-512 MXFP4 kernels share: per-lane E8M0 block scales and the batched walk over
+// row blocks, token blocks and register tiles.  Include it after the ISA pragma, and every
+// header it includes before the pragma (so no standard-library or k3 template is compiled for
+// AVX-512 here and then picked by the linker for the whole program).
+//
+// Both MXFP4 kernels (linear_mxfp4_avx512.cpp: fp32 activations; linear_mxfp4_bf16dot_avx512.cpp:
+// bf16 activations) order a 128-column block so that vector lane i only ever holds columns of
+// the block's 32-group i / 4.  block_scales() turns the block's 4 scale bytes into that lane
+// vector, 2^(scale[i / 4] - 127), with integer ops.
+#pragma once
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "base/aligned.h"
+#include "kernels/matrix.h"
+#include "kernels/mxfp4.h"
+
+namespace k3::avx512 {
+
+// A zero byte is the subnormal 2^-127, which the exponent shift cannot express; kZeros marks
+// row blocks whose scales contain one (callers find it once per block with memchr), so the
+// common path carries no test.
+template <bool kZeros>
+inline __m512 block_scales(const uint8_t* s) {
+  if constexpr (kZeros) {
+    uint32_t u;
+    std::memcpy(&u, s, 4);
+    if (((u - 0x01010101u) & ~u & 0x80808080u) != 0) {
+      alignas(64) float v[16];
+      for (int i = 0; i < 16; ++i) v[i] = e8m0_to_f32(s[i / 4]);
+      return _mm512_load_ps(v);
+    }
+  }
+  // Rotate byte j of the broadcast word to bit 23 (left by 23 - 8j, mod 32), keep the exponent.
+  const __m512i rot = _mm512_set_epi32(31, 31, 31, 31, 7, 7, 7, 7, 15, 15, 15, 15, 23, 23, 23, 23);
+  int32_t word;
+  std::memcpy(&word, s, 4);
+  const __m512i b = _mm512_set1_epi32(word);
+  return _mm512_castsi512_ps(_mm512_and_si512(_mm512_rolv_epi32(b, rot), _mm512_set1_epi32(0x7f800000)));
+}
+
+// Calls run.template operator()<R, T>(ri, ti) for register tiles covering rows [0, rn) x tokens
+// [0, tn): row pairs with 6, 4, 2, 1 tokens (two rows' decoded block serves 6 tokens), then an
+// odd last row with 8, 4, 2, 1.
+template <class Run>
+inline void for_each_tile(int64_t rn, int64_t tn, Run&& run) {
+  auto tokens = [&]<int R>(int64_t ri) {
+    constexpr int kWide = R == 2 ? 6 : 8;
+    int64_t ti = 0;
+    for (; ti + kWide <= tn; ti += kWide) run.template operator()<R, kWide>(ri, ti);
+    if (ti + 4 <= tn) run.template operator()<R, 4>(ri, ti), ti += 4;
+    if (ti + 2 <= tn) run.template operator()<R, 2>(ri, ti), ti += 2;
+    if (ti < tn) run.template operator()<R, 1>(ri, ti);
+  };
+  int64_t ri = 0;
+  for (; ri + 2 <= rn; ri += 2) tokens.template operator()<2>(ri);
+  for (; ri < rn; ++ri) tokens.template operator()<1>(ri);
+}
+
+// kColBlock (a multiple of 128) covers a whole expert row (3072 / 3584 columns): each row
+// streams on along itself, where the kernels' 8 KB software prefetch points, and the
+// accumulators stay in registers for the row.  With 1024-column blocks the prefetch pointed at
+// bytes read only a block later (Zen 4, one thread, one expert x 36 tokens: exact 76 -> 86
+// GFLOP/s, bf16 104 -> 127-133), although the tokens' activations now come from L2.
+constexpr int64_t kRowBlock = 16, kTokBlock = 24, kColBlock = 4096;
+
+// The batched path (n >= 2) of both kernels: blocks of kRowBlock rows x kTokBlock tokens, the
+// columns in chunks of kColBlock (whole rows for n <= 2), every register tile of a chunk from
+// for_each_tile, then y[t, r] = the horizontal sum of (row, token)'s accumulator.
+// run.template operator()<R, T, kZeros>(r, t, c0, c1, acc, acc_stride) runs one tile: rows
+// r.. r+R-1, tokens t.. t+T-1, columns [c0, c1) (c0 a multiple of 128), accumulating into acc
+// (row i, token j at (i * acc_stride + j) * 16); kZeros: the row block has a zero scale byte.
+template <class Run>
+void batched_rows(const Matrix& m, int64_t n, float* y, int64_t r0, int64_t r1, Run&& run) {
+  const int64_t cols = m.cols, kc = n <= 2 ? cols : kColBlock;
+  thread_local AlignedVector<float> accbuf;
+  accbuf.resize(static_cast<size_t>(kRowBlock * kTokBlock * 16));
+  float* acc = accbuf.data();
+  for (int64_t rb = r0; rb < r1; rb += kRowBlock) {
+    const int64_t rn = std::min(kRowBlock, r1 - rb);
+    const bool zeros = std::memchr(m.scales + rb * (cols / 32), 0, static_cast<size_t>(rn * (cols / 32))) != nullptr;
+    for (int64_t tb = 0; tb < n; tb += kTokBlock) {
+      const int64_t tn = std::min(kTokBlock, n - tb);
+      for (int64_t ri = 0; ri < rn; ++ri) std::fill_n(acc + ri * kTokBlock * 16, tn * 16, 0.0f);
+      for (int64_t c0 = 0; c0 < cols; c0 += kc) {
+        const int64_t c1 = std::min(cols, c0 + kc);
+        for_each_tile(rn, tn, [&]<int R, int T>(int64_t ri, int64_t ti) {
+          float* a = acc + (ri * kTokBlock + ti) * 16;
+          if (zeros)
+            run.template operator()<R, T, true>(rb + ri, tb + ti, c0, c1, a, kTokBlock);
+          else
+            run.template operator()<R, T, false>(rb + ri, tb + ti, c0, c1, a, kTokBlock);
+        });
+      }
+      for (int64_t ri = 0; ri < rn; ++ri)
+        for (int64_t ti = 0; ti < tn; ++ti)
+          y[(tb + ti) * m.rows + rb + ri] = _mm512_reduce_add_ps(_mm512_loadu_ps(acc + (ri * kTokBlock + ti) * 16));
+    }
+  }
+}
+
+}  // namespace k3::avx512
