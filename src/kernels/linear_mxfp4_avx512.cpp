@@ -31,17 +31,12 @@
 namespace k3::avx512 {
 namespace {
 
-// Software prefetch distance along each row stream: about one 4-row block ahead at K3 expert
-// widths (rows of 1.5-1.75 KB).  768 B left the kernel waiting on memory: 40% of read
-// bandwidth against ~64% at 8 KB (k3 bench, cold experts, 2 threads).
-constexpr int64_t kPrefetchBytes = 8192;
-
 // R rows (packed bytes at w0 + i*ws, scales at s0 + i*ss) x T tokens (activations at
 // x0 + t*xs), columns [c0, c1); accumulators live in acc_mem between column blocks.
 template <int R, int T, bool kZeros>
 __attribute__((noinline)) void tile(const uint8_t* w0, int64_t ws, const uint8_t* s0, int64_t ss, const float* x0,
                                     int64_t xs, int64_t c0, int64_t c1, int64_t full, float* acc_mem,
-                                    int64_t acc_stride, int64_t pf) {
+                                    int64_t acc_stride) {
   const uint8_t* w[R];
   const uint8_t* s[R];
   const float* x[T];
@@ -57,7 +52,7 @@ __attribute__((noinline)) void tile(const uint8_t* w0, int64_t ws, const uint8_t
     __m512i raw[R];
     for (int i = 0; i < R; ++i) {
       const uint8_t* p = w[i] + c / 2;
-      _mm_prefetch(reinterpret_cast<const char*>(p + pf), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes), _MM_HINT_T0);
       raw[i] = _mm512_loadu_si512(p);
     }
     __m512 p[R][T];
@@ -93,30 +88,13 @@ __attribute__((noinline)) void tile(const uint8_t* w0, int64_t ws, const uint8_t
     for (int t = 0; t < T; ++t) _mm512_storeu_ps(acc_mem + (i * acc_stride + t) * 16, acc[i][t]);
 }
 
-
-// Decode: 4 rows per pass, one from each quarter of the row range, so each of the 4 streams
-// runs on through consecutive rows (the prefetchers keep long streams going) instead of
-// restarting every 4 rows.
+// Decode: every row over all its columns (gemv_rows in mxfp4_avx512.h).
 void gemv(const Matrix& m, const float* xs, float* y, int64_t r0, int64_t r1) {
   const uint8_t* pk = static_cast<const uint8_t*>(m.data);
   const int64_t cols = m.cols, full = cols / 128 * 128, rb = cols / 2, sb = cols / 32;
-  const int64_t q = (r1 - r0) / 4;
-  alignas(64) float acc[4 * 16];
-  auto has_zero = [&](int64_t r) { return std::memchr(m.scales + r * sb, 0, static_cast<size_t>(sb)) != nullptr; };
-  for (int64_t j = 0; j < q; ++j) {
-    const int64_t r = r0 + j;
-    const bool zeros = has_zero(r) || has_zero(r + q) || has_zero(r + 2 * q) || has_zero(r + 3 * q);
-    std::fill_n(acc, 4 * 16, 0.0f);
-    (zeros ? &tile<4, 1, true> : &tile<4, 1, false>)(pk + r * rb, q * rb, m.scales + r * sb, q * sb, xs, cols, 0, cols,
-                                                     full, acc, 1, kPrefetchBytes);
-    for (int i = 0; i < 4; ++i) y[r + i * q] = _mm512_reduce_add_ps(_mm512_load_ps(acc + i * 16));
-  }
-  for (int64_t r = r0 + 4 * q; r < r1; ++r) {
-    std::fill_n(acc, 16, 0.0f);
-    (has_zero(r) ? &tile<1, 1, true> : &tile<1, 1, false>)(pk + r * rb, rb, m.scales + r * sb, sb, xs, cols, 0, cols,
-                                                           full, acc, 1, kPrefetchBytes);
-    y[r] = _mm512_reduce_add_ps(_mm512_load_ps(acc));
-  }
+  gemv_rows(m, y, r0, r1, [&]<int R, bool kZeros>(int64_t r, int64_t step, float* acc) {
+    tile<R, 1, kZeros>(pk + r * rb, step * rb, m.scales + r * sb, step * sb, xs, cols, 0, cols, full, acc, 1);
+  });
 }
 
 }  // namespace
@@ -131,7 +109,7 @@ void linear_rows_mxfp4(const Matrix& m, const float* xs, int64_t n, float* y, in
   batched_rows(m, n, y, r0, r1,
                [&]<int R, int T, bool kZeros>(int64_t r, int64_t t, int64_t c0, int64_t c1, float* acc, int64_t as) {
                  tile<R, T, kZeros>(pk + r * (cols / 2), cols / 2, m.scales + r * (cols / 32), cols / 32, xs + t * cols,
-                                    cols, c0, c1, full, acc, as, kPrefetchBytes);
+                                    cols, c0, c1, full, acc, as);
                });
 }
 

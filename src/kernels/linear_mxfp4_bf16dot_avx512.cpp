@@ -39,8 +39,6 @@
 namespace k3::avx512 {
 namespace {
 
-constexpr int64_t kPrefetchBytes = 8192;  // as the fp32 MXFP4 kernel: ~one 4-row block ahead
-
 // vpshufb tables: byte n = the low / high byte of bf16(E2M1 value n), in every 128-bit lane.
 struct Tables {
   __m512i lo, hi;
@@ -77,7 +75,7 @@ inline void decode(__m512i raw, const Tables& tb, __m512bh out[4]) {
 template <int R, int T, bool kZeros>
 __attribute__((noinline)) void tile(const uint8_t* w0, int64_t ws, const uint8_t* s0, int64_t ss, const uint16_t* x0,
                                     int64_t xs, int64_t b0, int64_t b1, int64_t cols, float* acc_mem,
-                                    int64_t acc_stride, int64_t pf) {
+                                    int64_t acc_stride) {
   const Tables tb = tables();  // a copy in registers
   const int64_t full = cols / 128;
   __m512 acc[R][T];
@@ -89,7 +87,7 @@ __attribute__((noinline)) void tile(const uint8_t* w0, int64_t ws, const uint8_t
     if (b < full) {
       for (int i = 0; i < R; ++i) {
         const uint8_t* p = w0 + i * ws + b * 64;
-        _mm_prefetch(reinterpret_cast<const char*>(p + pf), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes), _MM_HINT_T0);
         decode(_mm512_loadu_si512(p), tb, wv[i]);
         sv[i] = block_scales<kZeros>(s0 + i * ss + b * 4);
       }
@@ -120,33 +118,13 @@ __attribute__((noinline)) void tile(const uint8_t* w0, int64_t ws, const uint8_t
     for (int t = 0; t < T; ++t) _mm512_storeu_ps(acc_mem + (i * acc_stride + t) * 16, acc[i][t]);
 }
 
-bool scales_have_zero(const Matrix& m, int64_t r, int64_t rn) {
-  const int64_t sb = m.cols / 32;
-  return std::memchr(m.scales + r * sb, 0, static_cast<size_t>(rn * sb)) != nullptr;
-}
-
-// Decode: 4 rows per pass, one from each quarter of the row range (long row streams for the
-// prefetchers, as in the fp32 GEMV).
+// Decode: every row over all its 128-blocks (gemv_rows in mxfp4_avx512.h).
 void gemv(const Matrix& m, const uint16_t* x, float* y, int64_t r0, int64_t r1) {
   const uint8_t* pk = static_cast<const uint8_t*>(m.data);
   const int64_t cols = m.cols, rb = cols / 2, sb = cols / 32, blocks = (cols + 127) / 128;
-  const int64_t q = (r1 - r0) / 4;
-  alignas(64) float acc[4 * 16];
-  for (int64_t j = 0; j < q; ++j) {
-    const int64_t r = r0 + j;
-    const bool zeros = scales_have_zero(m, r, 1) || scales_have_zero(m, r + q, 1) || scales_have_zero(m, r + 2 * q, 1) ||
-                       scales_have_zero(m, r + 3 * q, 1);
-    std::fill_n(acc, 4 * 16, 0.0f);
-    (zeros ? &tile<4, 1, true> : &tile<4, 1, false>)(pk + r * rb, q * rb, m.scales + r * sb, q * sb, x, 0, 0, blocks,
-                                                     cols, acc, 1, kPrefetchBytes);
-    for (int i = 0; i < 4; ++i) y[r + i * q] = _mm512_reduce_add_ps(_mm512_load_ps(acc + i * 16));
-  }
-  for (int64_t r = r0 + 4 * q; r < r1; ++r) {
-    std::fill_n(acc, 16, 0.0f);
-    (scales_have_zero(m, r, 1) ? &tile<1, 1, true> : &tile<1, 1, false>)(pk + r * rb, rb, m.scales + r * sb, sb, x, 0,
-                                                                         0, blocks, cols, acc, 1, kPrefetchBytes);
-    y[r] = _mm512_reduce_add_ps(_mm512_load_ps(acc));
-  }
+  gemv_rows(m, y, r0, r1, [&]<int R, bool kZeros>(int64_t r, int64_t step, float* acc) {
+    tile<R, 1, kZeros>(pk + r * rb, step * rb, m.scales + r * sb, step * sb, x, 0, 0, blocks, cols, acc, 1);
+  });
 }
 
 }  // namespace
@@ -162,8 +140,7 @@ void linear_rows_mxfp4_bf16dot(const Matrix& m, const uint16_t* xb, int64_t xstr
   batched_rows(m, n, y, r0, r1,
                [&]<int R, int T, bool kZeros>(int64_t r, int64_t t, int64_t c0, int64_t c1, float* acc, int64_t as) {
                  tile<R, T, kZeros>(pk + r * (cols / 2), cols / 2, m.scales + r * (cols / 32), cols / 32,
-                                    xb + t * xstride, xstride, c0 / 128, (c1 + 127) / 128, cols, acc, as,
-                                    kPrefetchBytes);
+                                    xb + t * xstride, xstride, c0 / 128, (c1 + 127) / 128, cols, acc, as);
                });
 }
 

@@ -99,6 +99,32 @@ BenchResult flops_result(const std::string& name, double flops, const Timed& t, 
   return r;
 }
 
+// A product's FLOP rate against the fp32 FMA peak: the higher of the machine figure and probes
+// taken right before and after body's runs (a slow spell of the VM cannot inflate the ratio).
+BenchResult fp32_flops_figure(ThreadPool& pool, const MachineLimits& m, const std::string& name, double flops, int reps,
+                              const std::function<void()>& body) {
+  const double before = measure_fp32_peak_once(pool);
+  const Timed t = time_it(pool, reps, false, body);
+  const double peak = std::max({m.fp32_gflops, before, measure_fp32_peak_once(pool)});
+  BenchResult r = flops_result(name, flops, t, peak,
+                               "fp32 FMA peak " + std::to_string(static_cast<int>(peak + 0.5)) +
+                                   " GFLOP/s (max of machine figure and probes around the run)");
+  r.limit_kind = BenchResult::Limit::kFp32;
+  r.limit_value = peak;
+  return r;
+}
+
+// Turns r, the same product measured under an opt-in bf16 precision, into its own figure: the
+// ratio is to that unit's peak (not re-based on the fp32 one), the note compares with exact.
+void as_bf16_figure(BenchResult& r, const std::string& name, double peak, const std::string& limit,
+                    const BenchResult& exact, const std::string& what) {
+  r.name = name;
+  r.ratio_to_limit = r.value / peak;
+  r.limit = limit;
+  r.limit_kind = BenchResult::Limit::kOther;
+  r.note = std::to_string(r.value / exact.value).substr(0, 4) + "x the exact fp32 " + what;
+}
+
 // bf16 GEMV y = W x over enough copies of W to exceed the LLC.
 BenchResult bench_bf16_gemv(ThreadPool& pool, const MachineLimits& m, int64_t rows, int64_t cols, int reps, bool quick) {
   const uint64_t bytes = static_cast<uint64_t>(rows) * cols * 2;
@@ -154,29 +180,20 @@ BenchResult bench_mxfp4_gemv(ThreadPool& pool, const MachineLimits& m, int64_t r
 }
 
 // Prefill expert product: one MXFP4 expert matrix times the n tokens routed to it (K3's 16 of
-// 896 experts over a 2k-token prompt give ~36 per expert), experts rotated beyond the LLC as in
-// a prefill step, exact fp32 math; the ratio is to the fp32 FMA peak.
-BenchResult bench_mxfp4_gemm(ThreadPool& pool, const MachineLimits& m, int64_t rows, int64_t cols, int64_t n,
-                             const std::string& which, int reps, bool quick) {
-  const uint64_t bytes = static_cast<uint64_t>(rows) * cols / 2 + static_cast<uint64_t>(rows) * cols / 32;
-  const int experts = static_cast<int>(std::max<uint64_t>(2, (quick ? 1 : 2) * m.llc_bytes / bytes + 1));
-  const Mxfp4Experts ex(pool, rows, cols, experts, 300);
-  std::vector<float> x(n * cols), y(n * rows);
+// 896 experts over a 2k-token prompt give ~36 per expert), the experts of ex rotated beyond the
+// LLC as in a prefill step, under the current precision.
+BenchResult bench_mxfp4_gemm(ThreadPool& pool, const MachineLimits& m, const Mxfp4Experts& ex, int64_t n,
+                             const std::string& which, int reps) {
+  std::vector<float> x(n * ex.cols), y(n * ex.rows);
   fill_f32(x, 7, 1.0f);
+  const int experts = static_cast<int>(ex.packed.size());
   int next = 0;
-  const double before = measure_fp32_peak_once(pool);
-  const Timed t = time_it(pool, reps * experts, false, [&] {
-    linear(ex.matrix(next), x.data(), n, y.data());
-    next = (next + 1) % experts;
-  });
-  const double peak = std::max({m.fp32_gflops, before, measure_fp32_peak_once(pool)});
-  BenchResult r = flops_result("mxfp4_gemm_" + which + "_" + std::to_string(rows) + "x" + std::to_string(cols) + "_n" +
-                                   std::to_string(n),
-                               2.0 * rows * cols * n, t, peak,
-                               "fp32 FMA peak " + std::to_string(static_cast<int>(peak + 0.5)) +
-                                   " GFLOP/s (max of machine figure and probes around the run)");
-  r.limit_kind = BenchResult::Limit::kFp32;
-  r.limit_value = peak;
+  BenchResult r = fp32_flops_figure(
+      pool, m, "mxfp4_gemm_" + which + "_" + std::to_string(ex.rows) + "x" + std::to_string(ex.cols) + "_n" + std::to_string(n),
+      2.0 * ex.rows * ex.cols * n, reps * experts, [&] {
+        linear(ex.matrix(next), x.data(), n, y.data());
+        next = (next + 1) % experts;
+      });
   r.note = std::to_string(experts) + " experts rotated; prefill's expert products";
   return r;
 }
@@ -188,16 +205,8 @@ BenchResult bench_gemm(ThreadPool& pool, const MachineLimits& m, int64_t rows, i
   std::vector<float> x(n * cols), y(n * rows);
   fill_f32(x, 8, 1.0f);
   Matrix mat{WeightFormat::kBF16, rows, cols, w.data(), nullptr};
-  const double before = measure_fp32_peak_once(pool);
-  const Timed t = time_it(pool, reps, false, [&] { linear(mat, x.data(), n, y.data()); });
-  const double peak = std::max({m.fp32_gflops, before, measure_fp32_peak_once(pool)});
-  BenchResult r = flops_result("gemm_bf16_" + std::to_string(rows) + "x" + std::to_string(cols) + "_n" + std::to_string(n),
-                               2.0 * rows * cols * n, t, peak,
-                               "fp32 FMA peak " + std::to_string(static_cast<int>(peak + 0.5)) +
-                                   " GFLOP/s (max of machine figure and probes around the run)");
-  r.limit_kind = BenchResult::Limit::kFp32;
-  r.limit_value = peak;
-  return r;
+  return fp32_flops_figure(pool, m, "gemm_bf16_" + std::to_string(rows) + "x" + std::to_string(cols) + "_n" + std::to_string(n),
+                           2.0 * rows * cols * n, reps, [&] { linear(mat, x.data(), n, y.data()); });
 }
 
 struct KdaData {
@@ -263,17 +272,17 @@ std::vector<BenchResult> run_kernel_benches(ThreadPool& pool, const MachineLimit
   if (want("mxfp4_gemm"))
     jobs.push_back({"mxfp4_gemm w1", [&] {
                       const int64_t rows = q ? 384 : 3072, cols = q ? 448 : 3584, n = q ? 16 : 36;
-                      const BenchResult exact = bench_mxfp4_gemm(pool, m, rows, cols, n, "w1", reps, q);
+                      const uint64_t bytes = static_cast<uint64_t>(rows) * cols / 2 + static_cast<uint64_t>(rows) * cols / 32;
+                      const Mxfp4Experts ex(pool, rows, cols,
+                                            static_cast<int>(std::max<uint64_t>(2, (q ? 1 : 2) * m.llc_bytes / bytes + 1)), 300);
+                      const BenchResult exact = bench_mxfp4_gemm(pool, m, ex, n, "w1", reps);
                       out.push_back(exact);
                       if (m.bf16_gflops > 0 && bf16_dot_available()) {  // --precision bf16-all
                         const LinearPrecisionScope bf16(Precision::kBf16All);
-                        BenchResult r = bench_mxfp4_gemm(pool, m, rows, cols, n, "w1", reps, q);
-                        r.name = "mxfp4_gemm_bf16act_w1_" + std::to_string(rows) + "x" + std::to_string(cols) + "_n" +
-                                 std::to_string(n);
-                        r.ratio_to_limit = r.value / m.bf16_gflops;
-                        r.limit = "bf16 dot-product peak (--precision bf16-all)";
-                        r.limit_kind = BenchResult::Limit::kOther;
-                        r.note = std::to_string(r.value / exact.value).substr(0, 4) + "x the exact fp32 expert GEMM";
+                        BenchResult r = bench_mxfp4_gemm(pool, m, ex, n, "w1", reps);
+                        as_bf16_figure(r, "mxfp4_gemm_bf16act_w1_" + std::to_string(rows) + "x" + std::to_string(cols) + "_n" +
+                                              std::to_string(n),
+                                       m.bf16_gflops, "bf16 dot-product peak (--precision bf16-all)", exact, "expert GEMM");
                         out.push_back(r);
                       }
                     }});
@@ -291,12 +300,11 @@ std::vector<BenchResult> run_kernel_benches(ThreadPool& pool, const MachineLimit
                       if (m.bf16_gflops > 0 && bf16_dot_available()) {
                         const LinearPrecisionScope bf16(Precision::kBf16);
                         BenchResult r = bench_gemm(pool, m, rows, cols, n, reps);
-                        r.name = "gemm_bf16act_" + std::to_string(rows) + "x" + std::to_string(cols) + "_n" + std::to_string(n);
                         const bool amx = m.amx_bf16_gflops > 0;
-                        r.ratio_to_limit = r.value / (amx ? m.amx_bf16_gflops : m.bf16_gflops);
-                        r.limit = amx ? "AMX bf16 tile peak (--precision bf16)" : "bf16 dot-product peak (--precision bf16)";
-                        r.limit_kind = BenchResult::Limit::kOther;  // not re-based on the fp32 peak
-                        r.note = std::to_string(r.value / exact.value).substr(0, 4) + "x the exact fp32 GEMM";
+                        as_bf16_figure(r, "gemm_bf16act_" + std::to_string(rows) + "x" + std::to_string(cols) + "_n" + std::to_string(n),
+                                       amx ? m.amx_bf16_gflops : m.bf16_gflops,
+                                       amx ? "AMX bf16 tile peak (--precision bf16)" : "bf16 dot-product peak (--precision bf16)",
+                                       exact, "GEMM");
                         out.push_back(r);
                       }
                     }});
