@@ -17,6 +17,7 @@ void add_serve_command(CLI::App& app, Runner& run) {
     int64_t ctx = 0;
     double max_body_mb = 32;
     double max_image_mb = 16;
+    double prefix_cache_mb = 1024;
     int threads = 0;
   };
   auto a = std::make_shared<Args>();
@@ -39,6 +40,10 @@ void add_serve_command(CLI::App& app, Runner& run) {
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--memory-budget", a->o.engine.scheduler.memory_budget,
                   "Bytes of sequence state + MLA cache over all slots (0: unlimited); requests wait for room");
+  sub->add_option("--prefix-cache-mb", a->prefix_cache_mb,
+                  "MiB of prompt-prefix states kept for later requests (0: no cache); beyond --memory-budget")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   sub->add_option("--prefill-chunk", a->o.engine.scheduler.prefill_chunk, "Prompt tokens per sequence per step")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -71,6 +76,7 @@ void add_serve_command(CLI::App& app, Runner& run) {
       o.engine.served_name = name;
       o.max_body_bytes = static_cast<size_t>(a->max_body_mb * 1024 * 1024);
       o.images.max_url_bytes = static_cast<uint64_t>(a->max_image_mb * 1024 * 1024);
+      o.engine.scheduler.prefix_cache_bytes = static_cast<uint64_t>(a->prefix_cache_mb * 1024 * 1024);
       return server::run_server(o, [&](int port) {
         std::printf("k3 serve: listening on http://%s:%d (model %s loading)\n", o.host.c_str(), port, name.c_str());
         std::fflush(stdout);

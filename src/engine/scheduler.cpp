@@ -27,6 +27,7 @@ struct Scheduler::Slot {
   SequenceState state;
   std::optional<Sampler> sampler;
   int64_t prefilled = 0;  // prompt tokens consumed
+  int64_t cached = 0;     // of those, taken from the prefix cache
   int64_t generated = 0;
   int32_t last = 0;  // the latest sampled token, the next decode input
 };
@@ -39,6 +40,7 @@ Scheduler::Scheduler(const Model& model, const SchedulerOptions& options) : mode
            "step_prefill_tokens must be >= 1 (got ", options_.step_prefill_tokens, ")");
   K3_CHECK(options_.max_context >= 0 && options_.max_context <= max_pos, "max_context must be in [0, ", max_pos,
            "] (got ", options_.max_context, ")");
+  if (options_.prefix_cache_bytes > 0) prefix_cache_ = std::make_unique<PrefixCache>(options_.prefix_cache_bytes);
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -183,6 +185,11 @@ void Scheduler::loop() {
     for (auto& s : dropped) finish(std::move(s), FinishReason::kCancelled, stop ? "the scheduler shut down" : "");
     for (auto& s : admitted) {
       s->state = model_.new_sequence(s->context);
+      if (prefix_cache_) {
+        s->cached = s->prefilled = prefix_cache_->restore(prefix_key(s->request, s->request.prompt.size()), &s->state);
+        std::lock_guard<std::mutex> lock(mu_);
+        stats_.prefix_cache = prefix_cache_->stats();
+      }
       running_.push_back(std::move(s));
     }
     for (size_t i = 0; i < running_.size();) {
@@ -198,6 +205,15 @@ void Scheduler::loop() {
     if (!running_.empty()) step();
   }
 }
+
+PrefixKey Scheduler::prefix_key(const Request& r, size_t len) const {
+  return {std::span<const int32_t>(r.prompt.data(), len), r.embedding_positions, r.embedding_rows,
+          static_cast<size_t>(model_.text().hidden_size)};
+}
+
+// Where a prompt of n tokens leaves its state in the prefix cache: its last prefill chunk
+// boundary below n (0: nowhere).
+int64_t Scheduler::cache_point(int64_t n) const { return (n - 1) / options_.prefill_chunk * options_.prefill_chunk; }
 
 // One forward call: a prefill chunk for sequences still reading their prompt (oldest first,
 // within the step's prompt-token budget) and one decode token for every other sequence.
@@ -253,6 +269,9 @@ void Scheduler::step() {
       Slot& s = *entries[i].slot;
       s.prefilled += entries[i].prompt_len;
       prompt_done += entries[i].prompt_len;
+      if (prefix_cache_ && entries[i].prompt_len > 0 && s.prefilled > s.cached &&
+          s.prefilled == cache_point(static_cast<int64_t>(s.request.prompt.size())))
+        prefix_cache_->store(prefix_key(s.request, static_cast<size_t>(s.prefilled)), s.state);
       if (s.prefilled < static_cast<int64_t>(s.request.prompt.size())) continue;  // mid-prompt
       const int32_t tok = s.sampler->sample(logits.data() + i * static_cast<size_t>(vocab), vocab);
       ++s.generated;
@@ -265,6 +284,7 @@ void Scheduler::step() {
     stats_.prompt_tokens += prompt_done;
     stats_.tokens_generated += static_cast<int64_t>(emitted.size());
     stats_.state_bytes = held;
+    if (prefix_cache_) stats_.prefix_cache = prefix_cache_->stats();
   }
 
   std::vector<std::pair<Slot*, std::pair<FinishReason, std::string>>> done;
@@ -300,7 +320,7 @@ void Scheduler::step() {
 // Frees the slot's state, updates the counters, then tells the client.
 void Scheduler::finish(std::unique_ptr<Slot> slot, FinishReason reason, std::string message) {
   RequestResult result{reason, std::move(message), static_cast<int64_t>(slot->request.prompt.size()),
-                       slot->generated};
+                       slot->generated, slot->cached};
   std::function<void(const RequestResult&)> on_done = std::move(slot->request.on_done);
   const uint64_t id = slot->id;
   const bool admitted = slot->admitted;

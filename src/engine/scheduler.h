@@ -6,6 +6,14 @@
 // GenerateOptions::prefill_chunk == SchedulerOptions::prefill_chunk (bit-identical logits:
 // each sequence sees the same chunk boundaries, and batching does not change a sequence).
 //
+// Prompt-prefix cache (SchedulerOptions::prefix_cache_bytes > 0): after the last prefill chunk
+// boundary inside each prompt (the largest multiple of prefill_chunk below its length) the
+// sequence state is copied into a PrefixCache; a later request whose prompt starts with a cached
+// prefix (and its image rows) starts from that copy.  Only chunk boundaries are stored, where a
+// cold run's next chunk starts too, so a cache hit changes nothing in the results: they stay
+// bit-identical to a lone run.  Cached states need memory beyond memory_budget, up to their own
+// budget.
+//
 // Errors: submit() throws SchedulerBusy (a k3::Error) when the queue is full or the scheduler is
 // shut down -- the server maps it to 429/503 -- and plain k3::Error for an invalid request (400), naming the field.
 // Callbacks run on the engine thread, never under the scheduler's lock, so they may call
@@ -26,6 +34,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "engine/prefix_cache.h"
 #include "engine/sampler.h"
 #include "model/k3_model.h"
 
@@ -46,6 +55,7 @@ struct RequestResult {
   std::string error;              // the message when reason == kError (or why it was cancelled)
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;  // tokens passed to on_token
+  int64_t cached_tokens = 0;      // prompt tokens taken from the prefix cache, not prefilled
 };
 
 struct Request {
@@ -70,6 +80,7 @@ struct SchedulerOptions {
   int64_t step_prefill_tokens = 256;  // prompt tokens per step over all sequences (>= 1 chunk runs)
   int64_t max_context = 0;        // per-request context (prompt + output); 0 = max_position_embeddings
   uint64_t memory_budget = 0;     // bytes of sequence states + MLA caches over all slots; 0 = unlimited
+  uint64_t prefix_cache_bytes = 0;  // budget of the prompt-prefix cache; 0 = no cache
 };
 
 struct SchedulerStats {
@@ -82,6 +93,7 @@ struct SchedulerStats {
   int64_t prompt_tokens = 0;     // prefilled so far
   uint64_t state_bytes = 0;      // held by running sequences now
   uint64_t reserved_bytes = 0;   // budgeted for running sequences at their full length
+  PrefixCacheStats prefix_cache;  // all zero without a cache
 };
 
 class Scheduler {
@@ -118,6 +130,8 @@ class Scheduler {
   void step();
   void finish(std::unique_ptr<Slot> slot, FinishReason reason, std::string message);
   uint64_t running_state_bytes() const;
+  PrefixKey prefix_key(const Request& r, size_t len) const;
+  int64_t cache_point(int64_t prompt_tokens) const;
 
   const Model& model_;
   const SchedulerOptions options_;
@@ -132,6 +146,7 @@ class Scheduler {
   SchedulerStats stats_;
 
   std::vector<std::unique_ptr<Slot>> running_;  // engine thread only
+  std::unique_ptr<PrefixCache> prefix_cache_;   // engine thread only; null without a budget
   std::mutex join_mu_;  // one shutdown() joins
   std::thread thread_;
 };

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "base/error.h"
+
 namespace k3 {
 
 SequenceState::SequenceState(const TextConfig& c, int64_t max_tokens) : max_tokens_(max_tokens) {
@@ -33,6 +35,19 @@ void SequenceState::reset() {
     s.latent.shrink_to_fit();
   }
   position_ = 0;
+}
+
+void SequenceState::assign_contents(const SequenceState& other) {
+  K3_CHECK(kda.size() == other.kda.size() && mla.size() == other.mla.size(), "sequence state layouts differ: ",
+           kda.size(), " KDA + ", mla.size(), " MLA layers against ", other.kda.size(), " + ", other.mla.size());
+  for (size_t i = 0; i < kda.size(); ++i)
+    K3_CHECK(kda[i].recurrent.size() == other.kda[i].recurrent.size() && kda[i].conv_q.size() == other.kda[i].conv_q.size(),
+             "sequence state layouts differ in KDA layer ", i);
+  K3_CHECK(max_tokens_ <= 0 || other.position_ <= max_tokens_, "a state of ", other.position_,
+           " tokens does not fit a sequence of at most ", max_tokens_);
+  kda = other.kda;
+  mla = other.mla;
+  position_ = other.position_;
 }
 
 uint64_t SequenceState::bytes() const {

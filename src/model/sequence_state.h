@@ -29,6 +29,10 @@ class SequenceState {
   SequenceState(const TextConfig& config, int64_t max_tokens);
 
   void reset();
+  // Takes over what `other` has consumed (states, caches, position), keeping this sequence's
+  // max_tokens.  Throws k3::Error when the two come from different layer layouts or `other`
+  // already holds more than max_tokens tokens.
+  void assign_contents(const SequenceState& other);
   int64_t position() const { return position_; }
   int64_t max_tokens() const { return max_tokens_; }
   // Bytes currently held (states + caches).

@@ -243,11 +243,12 @@ bool GenerationJob::wait(std::vector<int32_t>& tokens, int timeout_ms) {
   return channel_->done;
 }
 
-ojson GenerationJob::usage() const {
+ojson GenerationJob::usage(const RequestResult& result) const {
   ojson u = ojson::object();
   u["prompt_tokens"] = prompt_tokens_;
   u["completion_tokens"] = out_->completion_tokens;
   u["total_tokens"] = prompt_tokens_ + out_->completion_tokens;
+  u["prompt_tokens_details"] = {{"cached_tokens", result.cached_tokens}};
   if (endpoint_ == Endpoint::kChat)
     u["completion_tokens_details"] = {{"reasoning_tokens", out_->reasoning_tokens(params_.stream)}};
   return u;
@@ -315,7 +316,7 @@ ojson GenerationJob::run() {
   choice["logprobs"] = nullptr;
   choice["finish_reason"] = reason;
   body["choices"] = ojson::array({choice});
-  body["usage"] = usage();
+  body["usage"] = usage(result);
   return body;
 }
 
@@ -399,7 +400,7 @@ bool GenerationJob::stream(const std::function<bool(std::string_view)>& write) {
   if (params_.include_usage) {
     ojson c = chunk_base();
     c["choices"] = ojson::array();
-    c["usage"] = usage();
+    c["usage"] = usage(result);
     if (!event(c)) return false;
   }
   return write("data: [DONE]\n\n");

@@ -45,7 +45,8 @@ class GenerationJob {
 
   // Blocks until tokens or the end arrive; appends the tokens.  True when the request ended.
   bool wait(std::vector<int32_t>& tokens, int timeout_ms);
-  ojson usage() const;
+  // The OpenAI usage object; prompt_tokens_details.cached_tokens from the prefix cache.
+  ojson usage(const RequestResult& result) const;
   ojson chunk_base() const;
 
   EngineHost& host_;

@@ -88,6 +88,17 @@ std::string ServerMetrics::render(const SchedulerStats* stats, uint64_t memory_b
          static_cast<double>(memory_budget));
   scalar(out, "k3_cache_usage_ratio", "gauge", "Reserved bytes over the budget (0 when unlimited).",
          memory_budget ? static_cast<double>(s.reserved_bytes) / static_cast<double>(memory_budget) : 0.0);
+  const PrefixCacheStats& pc = s.prefix_cache;
+  scalar(out, "k3_prefix_cache_bytes", "gauge", "Bytes of cached prompt-prefix states.", static_cast<double>(pc.bytes));
+  scalar(out, "k3_prefix_cache_entries", "gauge", "Cached prompt prefixes.", static_cast<double>(pc.entries));
+  scalar(out, "k3_prefix_cache_hits_total", "counter", "Requests that started from a cached prefix.",
+         static_cast<double>(pc.hits));
+  scalar(out, "k3_prefix_cache_misses_total", "counter", "Requests that found no cached prefix.",
+         static_cast<double>(pc.misses));
+  scalar(out, "k3_prefix_cache_evictions_total", "counter", "Cached prefixes dropped for room.",
+         static_cast<double>(pc.evictions));
+  scalar(out, "k3_prompt_tokens_cached_total", "counter", "Prompt tokens taken from the prefix cache, not prefilled.",
+         static_cast<double>(pc.tokens_reused));
   return out;
 }
 

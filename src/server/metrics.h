@@ -6,6 +6,8 @@
 //   k3_time_to_first_token_seconds                       histogram (arrival -> first token)
 //   k3_time_per_output_token_seconds                     histogram (gap between tokens)
 //   k3_cache_bytes / k3_cache_reserved_bytes / k3_cache_budget_bytes / k3_cache_usage_ratio
+//   k3_prefix_cache_bytes / _entries (gauges), k3_prefix_cache_hits_total / _misses_total /
+//   _evictions_total and k3_prompt_tokens_cached_total (counters): the prompt-prefix cache
 // Histograms and counters are thread-safe; the engine thread observes latencies.
 #pragma once
 

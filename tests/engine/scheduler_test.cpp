@@ -9,6 +9,7 @@
 #include "base/error.h"
 #include "base/rng.h"
 #include "engine/generator.h"
+#include "engine/prefix_cache.h"
 #include "engine/scheduler.h"
 #include "support/test_support.h"
 #include "synth/synth_checkpoint.h"
@@ -482,6 +483,131 @@ TEST_F(SchedulerTest, MemoryBudgetMakesRequestsWait) {
   expect_lone_results(batch, [&](const Request& r) { return lone(r, two.prefill_chunk); });
   EXPECT_LE(most_running, 2);
   EXPECT_GE(most_running, 1);
+}
+
+// Prefills `tokens` into `st` in chunks of `chunk` (as a lone run does); the last logits.
+std::vector<float> prefill(const Model& m, SequenceState& st, std::span<const int32_t> tokens, int64_t chunk) {
+  std::vector<float> logits;
+  for (size_t at = 0; at < tokens.size(); at += static_cast<size_t>(chunk)) {
+    const SequenceInput in{&st, tokens.subspan(at, std::min<size_t>(static_cast<size_t>(chunk), tokens.size() - at)), false};
+    logits.clear();
+    m.forward({&in, 1}, &logits);
+  }
+  return logits;
+}
+
+PrefixKey key_of(const std::vector<int32_t>& tokens, size_t len) { return {std::span(tokens.data(), len), {}, {}, 0}; }
+
+// The cache hands out the longest stored prefix shorter than the prompt, and a state resumed
+// from a chunk boundary goes on exactly (bit for bit) as a cold prefill does.
+TEST_F(SchedulerTest, PrefixCacheRestoresTheLongestPrefix) {
+  const std::vector<int32_t> p = prompt(30, 90);
+  SequenceState s8 = model_->new_sequence(), s16 = model_->new_sequence();
+  prefill(*model_, s8, std::span(p.data(), 8), 8);
+  prefill(*model_, s16, std::span(p.data(), 16), 8);
+  PrefixCache cache(1ull << 30);
+  cache.store(key_of(p, 8), s8);
+  cache.store(key_of(p, 16), s16);
+  cache.store(key_of(p, 8), s8);  // the same key again: refreshed, not duplicated
+  EXPECT_EQ(cache.stats().entries, 2);
+  EXPECT_THROW(cache.store(key_of(p, 9), s8), Error);  // tokens and state disagree
+
+  SequenceState r = model_->new_sequence();
+  ASSERT_EQ(cache.restore(key_of(p, 30), &r), 16);
+  EXPECT_EQ(r.position(), 16);
+  SequenceState cold = model_->new_sequence();
+  const std::vector<float> want = prefill(*model_, cold, p, 8);
+  EXPECT_EQ(prefill(*model_, r, std::span(p.data() + 16, 14), 8), want);
+  SequenceState from8 = model_->new_sequence();
+  ASSERT_EQ(cache.restore(key_of(p, 16), &from8), 8) << "an entry as long as the prompt leaves nothing to prefill";
+  EXPECT_EQ(prefill(*model_, from8, std::span(p.data() + 8, 22), 8), want);
+
+  std::vector<int32_t> other = p;
+  other[3] = (other[3] + 1) % static_cast<int32_t>(vocab_);
+  SequenceState miss = model_->new_sequence();
+  EXPECT_EQ(cache.restore(key_of(other, 30), &miss), 0);
+  EXPECT_EQ(miss.position(), 0);
+  SequenceState small = model_->new_sequence(12);
+  EXPECT_EQ(cache.restore(key_of(p, 30), &small), 8) << "the 16-token entry does not fit 12 tokens";
+  EXPECT_EQ(cache.stats().hits, 3);
+  EXPECT_EQ(cache.stats().misses, 1);
+  EXPECT_EQ(cache.stats().tokens_reused, 16 + 8 + 8);
+
+  // A budget for one entry: the least recently used goes; a state above the budget is not kept.
+  PrefixCache one(cache.stats().bytes * 3 / 4);
+  one.store(key_of(p, 8), s8);
+  one.store(key_of(p, 16), s16);
+  EXPECT_EQ(one.stats().entries, 1);
+  EXPECT_EQ(one.stats().evictions, 1);
+  SequenceState r2 = model_->new_sequence();
+  EXPECT_EQ(one.restore(key_of(p, 30), &r2), 16);
+  PrefixCache tiny(1024);
+  tiny.store(key_of(p, 8), s8);
+  EXPECT_EQ(tiny.stats().entries, 0);
+  EXPECT_LE(one.stats().bytes, one.budget());
+}
+
+// Behind identical <|media_pad|> tokens, only the same image rows share a cached state.
+TEST_F(SchedulerTest, PrefixCacheComparesImageRows) {
+  const size_t hidden = static_cast<size_t>(model_->text().hidden_size);
+  const std::vector<int32_t> p = prompt(20, 91);
+  const std::vector<int64_t> pos = {2, 3};
+  std::vector<float> rows(2 * hidden), changed;
+  Rng rng(3);
+  for (float& v : rows) v = static_cast<float>(rng.normal());
+  changed = rows;
+  changed[hidden + 5] += 1e-3f;
+  SequenceState st = model_->new_sequence();
+  const std::vector<EmbeddingOverride> ovr = {{2, rows.data()}, {3, rows.data() + hidden}};
+  const SequenceInput in{&st, std::span(p.data(), 8), false, ovr};
+  std::vector<float> logits;
+  model_->forward({&in, 1}, &logits);
+  PrefixCache cache(1ull << 30);
+  cache.store({std::span(p.data(), 8), pos, rows, hidden}, st);
+  SequenceState a = model_->new_sequence(), b = model_->new_sequence(), c = model_->new_sequence();
+  EXPECT_EQ(cache.restore({p, pos, changed, hidden}, &a), 0);
+  EXPECT_EQ(cache.restore(key_of(p, p.size()), &b), 0) << "plain token embeddings at the pad positions";
+  const std::vector<int64_t> later = {2, 3, 12};  // an override after the prefix does not matter
+  std::vector<float> more = rows;
+  more.resize(3 * hidden, 0.25f);
+  EXPECT_EQ(cache.restore({p, later, more, hidden}, &c), 8);
+}
+
+// Through the scheduler: a prompt that extends (or repeats) an earlier one starts from its last
+// chunk boundary, reports those tokens as cached, and still produces the lone run's tokens.
+TEST_F(SchedulerTest, CachedPromptPrefixesGiveLoneResults) {
+  SchedulerOptions o;
+  o.max_batch = 2;
+  o.prefill_chunk = 8;
+  o.prefix_cache_bytes = 1ull << 30;
+  Scheduler sched(*model_, o);
+  const std::vector<int32_t> a = prompt(21, 92);
+  std::vector<int32_t> longer = a, changed = a;
+  const std::vector<int32_t> tail = prompt(9, 93);
+  longer.insert(longer.end(), tail.begin(), tail.end());
+  changed[2] = (changed[2] + 7) % static_cast<int32_t>(vocab_);
+  struct Case {
+    std::vector<int32_t> prompt;
+    int64_t cached;
+  };
+  // a stores its state at 16 (the last multiple of 8 below 21); longer at 24.
+  const Case cases[] = {{a, 0}, {longer, 16}, {a, 16}, {changed, 0}, {longer, 24}};
+  for (const Case& c : cases) {
+    Stream run;
+    const Request r = make_request(c.prompt, 5, run);
+    sched.submit(r);
+    const RequestResult res = run.result.get();
+    EXPECT_EQ(res.cached_tokens, c.cached) << c.prompt.size() << " tokens";
+    EXPECT_EQ(res.prompt_tokens, static_cast<int64_t>(c.prompt.size()));
+    EXPECT_EQ(run.tokens, lone(r, o.prefill_chunk));
+  }
+  const SchedulerStats st = sched.stats();
+  EXPECT_EQ(st.prefix_cache.hits, 3);
+  EXPECT_EQ(st.prefix_cache.misses, 2);
+  EXPECT_EQ(st.prefix_cache.tokens_reused, 16 + 16 + 24);
+  EXPECT_EQ(st.prefix_cache.entries, 3);  // a at 16, longer at 24, changed at 16
+  EXPECT_GT(st.prefix_cache.bytes, 0u);
+  EXPECT_EQ(st.prompt_tokens, 21 + 14 + 5 + 21 + 6);  // only what was prefilled
 }
 
 TEST_F(SchedulerTest, SingleSlotServesEveryRequest) {

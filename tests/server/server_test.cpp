@@ -260,6 +260,57 @@ TEST(Server, ChatAndCompletionShapes) {
   EXPECT_EQ(post(cli, "/v1/completions", c)["choices"][0]["text"], cr.body["choices"][0]["text"]);
 }
 
+// A chat's second turn starts from the first turn's last prefill-chunk boundary (usage reports
+// those tokens as cached) and answers exactly what a server without the cache answers.
+TEST(Server, PromptPrefixCacheAcrossTurns) {
+  const std::vector<std::string> args = {"--model", plain_model_dir(), "--prefill-chunk", "16", "--ctx", "1024",
+                                         "--served-model-name", "m"};
+  std::vector<std::string> off = args;
+  off.insert(off.end(), {"--prefix-cache-mb", "0"});
+  ServerProcess cached(args), plain(off);
+  httplib::Client a = client(cached), b = client(plain);
+  ojson turn = chat_body("Describe, in a few sentences, how tides rise and fall along a long sandy coast.", 10);
+  const Reply first = post(a, "/v1/chat/completions", turn);
+  ASSERT_EQ(first.status, 200) << first.raw;
+  EXPECT_EQ(first.body["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  const int n1 = first.body["usage"]["prompt_tokens"];
+  ASSERT_GT(n1, 16) << "the first prompt should pass a chunk boundary";
+  turn["messages"].push_back(first.body["choices"][0]["message"]);
+  turn["messages"].push_back({{"role", "user"}, {"content", "And why are there two a day?"}});
+  turn["stream"] = true;
+  turn["stream_options"] = {{"include_usage", true}};
+  const Sse second = post_sse(a, "/v1/chat/completions", turn);
+  ASSERT_TRUE(second.done) << second.raw;
+  const ojson& usage = second.events.back()["usage"];
+  EXPECT_EQ(usage["prompt_tokens_details"]["cached_tokens"], (n1 - 1) / 16 * 16) << usage;
+  turn.erase("stream");
+  turn.erase("stream_options");
+  const Reply want = post(b, "/v1/chat/completions", turn);
+  ASSERT_EQ(want.status, 200) << want.raw;
+  EXPECT_EQ(want.body["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  const Reply again = post(a, "/v1/chat/completions", turn);
+  EXPECT_GT(again.body["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), n1 - 16);
+  EXPECT_EQ(again.body["choices"][0]["message"], want.body["choices"][0]["message"]);
+  // The streamed turn said the same (an unclosed think channel streams as reasoning and ends as
+  // content in a whole message, so the two are compared together).
+  std::string streamed, whole;
+  for (const ojson& e : second.events)
+    for (const char* field : {"reasoning_content", "content"})
+      if (!e["choices"].empty() && e["choices"][0]["delta"].contains(field))
+        streamed += e["choices"][0]["delta"][field].get<std::string>();
+  for (const char* field : {"reasoning_content", "content"})
+    if (want.body["choices"][0]["message"][field].is_string())
+      whole += want.body["choices"][0]["message"][field].get<std::string>();
+  EXPECT_EQ(streamed, whole);
+  const std::string metrics = a.Get("/metrics")->body;
+  EXPECT_EQ(metric(metrics, "k3_prefix_cache_hits_total"), 2.0) << metrics;
+  EXPECT_EQ(metric(metrics, "k3_prompt_tokens_cached_total"),
+            usage["prompt_tokens_details"]["cached_tokens"].get<double>() +
+                again.body["usage"]["prompt_tokens_details"]["cached_tokens"].get<double>());
+  EXPECT_GT(metric(metrics, "k3_prefix_cache_bytes"), 0.0);
+  EXPECT_EQ(metric(b.Get("/metrics")->body, "k3_prefix_cache_entries"), 0.0);
+}
+
 TEST(Server, StopStringsAndSeeds) {
   httplib::Client cli = client(main_server());
   ojson c = {{"prompt", "The quick brown fox"}, {"max_tokens", 24}, {"temperature", 0}, {"ignore_eos", true},

@@ -1,0 +1,78 @@
+#include "engine/prefix_cache.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/error.h"
+
+namespace k3 {
+namespace {
+
+// The overrides of `key` at positions below `len`: how many there are.
+size_t overrides_below(const PrefixKey& key, int64_t len) {
+  return static_cast<size_t>(std::lower_bound(key.media_positions.begin(), key.media_positions.end(), len) -
+                             key.media_positions.begin());
+}
+
+}  // namespace
+
+bool PrefixCache::is_prefix(const Entry& e, const PrefixKey& key) {
+  const size_t len = e.tokens.size();
+  if (len > key.tokens.size() || !std::equal(e.tokens.begin(), e.tokens.end(), key.tokens.begin())) return false;
+  const size_t n = overrides_below(key, static_cast<int64_t>(len));
+  if (n != e.media_positions.size() || !std::equal(e.media_positions.begin(), e.media_positions.end(),
+                                                   key.media_positions.begin()))
+    return false;
+  const size_t floats = n * key.hidden;
+  return floats == e.media_rows.size() &&
+         (floats == 0 || std::memcmp(e.media_rows.data(), key.media_rows.data(), floats * sizeof(float)) == 0);
+}
+
+int64_t PrefixCache::restore(const PrefixKey& prompt, SequenceState* state) {
+  auto best = entries_.end();
+  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+    const int64_t len = static_cast<int64_t>(it->tokens.size());
+    if (len >= static_cast<int64_t>(prompt.tokens.size()) || len > state->max_tokens()) continue;
+    if ((best == entries_.end() || len > static_cast<int64_t>(best->tokens.size())) && is_prefix(*it, prompt)) best = it;
+  }
+  if (best == entries_.end()) {
+    ++stats_.misses;
+    return 0;
+  }
+  state->assign_contents(best->state);
+  entries_.splice(entries_.begin(), entries_, best);
+  const int64_t len = static_cast<int64_t>(best->tokens.size());
+  ++stats_.hits;
+  stats_.tokens_reused += len;
+  return len;
+}
+
+void PrefixCache::store(const PrefixKey& prefix, const SequenceState& state) {
+  const int64_t len = static_cast<int64_t>(prefix.tokens.size());
+  K3_CHECK(len == state.position(), "a prefix of ", len, " tokens stored with a state at position ", state.position());
+  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+    if (static_cast<int64_t>(it->tokens.size()) == len && is_prefix(*it, prefix)) {
+      entries_.splice(entries_.begin(), entries_, it);
+      return;
+    }
+  }
+  const size_t n = overrides_below(prefix, len);
+  Entry e;
+  e.state = state;  // the copy holds no spare capacity, so its bytes() is what the entry keeps
+  e.bytes = e.state.bytes() + static_cast<uint64_t>(len) * sizeof(int32_t) + n * sizeof(int64_t) +
+            n * prefix.hidden * sizeof(float);
+  if (e.bytes > budget_) return;
+  while (!entries_.empty() && stats_.bytes + e.bytes > budget_) {
+    stats_.bytes -= entries_.back().bytes;
+    entries_.pop_back();
+    ++stats_.evictions;
+  }
+  e.tokens.assign(prefix.tokens.begin(), prefix.tokens.end());
+  e.media_positions.assign(prefix.media_positions.begin(), prefix.media_positions.begin() + static_cast<std::ptrdiff_t>(n));
+  e.media_rows.assign(prefix.media_rows.begin(), prefix.media_rows.begin() + static_cast<std::ptrdiff_t>(n * prefix.hidden));
+  stats_.bytes += e.bytes;
+  entries_.push_front(std::move(e));
+  stats_.entries = static_cast<int64_t>(entries_.size());
+}
+
+}  // namespace k3
