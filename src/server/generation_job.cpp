@@ -274,11 +274,12 @@ std::string finish_reason(bool stop_hit, const RequestResult& result, bool has_c
 
 }  // namespace
 
-ojson GenerationJob::run() {
+std::optional<ojson> GenerationJob::run(const std::function<bool()>& client_gone) {
   std::vector<int32_t> tokens;
   bool ended = false;
   while (!ended && !out_->stop_hit()) {
-    ended = wait(tokens, 1000);
+    ended = wait(tokens, client_gone ? 200 : 1000);
+    if (!ended && client_gone && client_gone()) return std::nullopt;  // ~GenerationJob cancels it
     for (int32_t t : tokens) {
       out_->feed(t);
       if (out_->stop_hit()) break;

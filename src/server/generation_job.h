@@ -12,6 +12,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -33,8 +34,9 @@ class GenerationJob {
   GenerationJob& operator=(const GenerationJob&) = delete;
 
   // Waits for the end and returns the chat.completion / text_completion body.  Throws ApiError
-  // 500 when the engine failed, 503 when it shut down.
-  ojson run();
+  // 500 when the engine failed, 503 when it shut down.  client_gone (optional) is asked a few
+  // times a second; once it says true the request is cancelled and run() returns nothing.
+  std::optional<ojson> run(const std::function<bool()>& client_gone = {});
   // Writes the SSE events ("data: {...}\n\n" ... "data: [DONE]\n\n") through `write`; false from
   // write means the client went away: the request is cancelled and stream() returns false.
   bool stream(const std::function<bool(std::string_view)>& write);

@@ -14,6 +14,7 @@
 #include "server/api_error.h"
 #include "server/generation_job.h"
 #include "server/generation_params.h"
+#include "server/peer_connection.h"
 #include "server/server.h"
 #include "server/web_assets.h"
 #include "text/chat_output_parser.h"
@@ -127,7 +128,14 @@ void HttpServer::generate(Endpoint endpoint, const httplib::Request& req, httpli
   }
   auto job = std::make_shared<GenerationJob>(host_, endpoint, std::move(prompt), params, popt, arrival);
   if (!params.stream) {
-    send_json(res, 200, job->run());
+    const std::optional<PeerConnection> peer =
+        PeerConnection::find(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+    std::optional<ojson> reply = job->run(peer ? std::function<bool()>([&] { return peer->hung_up(); })
+                                               : std::function<bool()>());
+    if (reply)
+      send_json(res, 200, *reply);
+    else
+      res.status = 499;  // nginx's "client closed request"; nobody is left to read it
     return;
   }
   res.set_header("Cache-Control", "no-cache");

@@ -2,7 +2,8 @@
 // a synthetic vision tower) and is driven over raw HTTP: every error envelope and limit, the
 // chat / completion / streaming shapes, stop strings, tokenize / detokenize (including the tool-call
 // parser), metrics, 16 concurrent greedy streams against the same requests run one at a time, a
-// client disconnect freeing its slot, the queue bound, the API key and images.  The node-based
+// client disconnect freeing its slot (streaming or not), the prompt-prefix cache across chat
+// turns, the queue bound, the API key and images.  The node-based
 // checks (official `openai` client, headless Chromium) are in server_js_test.cpp.
 #include <gtest/gtest.h>
 
@@ -465,6 +466,31 @@ TEST(Server, DisconnectFreesTheSlot) {
   EXPECT_EQ(metric(metrics, "k3_requests_running"), 0.0) << metrics;
   EXPECT_GT(metric(metrics, "k3_requests_finished_total{reason=\"cancelled\"}"), cancelled_before) << metrics;
   EXPECT_EQ(metric(metrics, "k3_cache_bytes"), 0.0) << metrics;
+}
+
+// A non-streaming client that gives up is noticed while its request still generates: the
+// request is cancelled and its slot freed, not run to the end for nobody.
+TEST(Server, NonStreamingHangUpCancels) {
+  ServerProcess s({"--model", plain_model_dir(), "--served-model-name", "m", "--ctx", "8192"});
+  httplib::Client cli = client(s);
+  {
+    httplib::Client c = client(s);
+    c.set_read_timeout(0, 500000);  // gives up after 0.5 s, then closes the connection
+    const ojson b = {{"prompt", "Go on forever"}, {"max_tokens", 8000}, {"temperature", 0}, {"ignore_eos", true}};
+    EXPECT_FALSE(c.Post("/v1/completions", b.dump(), "application/json"));
+  }
+  std::string metrics;
+  for (int i = 0; i < 400; ++i) {
+    metrics = cli.Get("/metrics")->body;
+    if (metric(metrics, "k3_requests_finished_total{reason=\"cancelled\"}") == 1.0 &&
+        metric(metrics, "k3_requests_running") == 0.0)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(metric(metrics, "k3_requests_finished_total{reason=\"cancelled\"}"), 1.0) << metrics;
+  EXPECT_EQ(metric(metrics, "k3_requests_finished_total{reason=\"length\"}"), 0.0) << metrics;
+  EXPECT_EQ(metric(metrics, "k3_requests_running"), 0.0) << metrics;
+  EXPECT_LT(metric(metrics, "k3_generation_tokens_total"), 8000.0);
 }
 
 TEST(Server, FullQueueAnswers429) {

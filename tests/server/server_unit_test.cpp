@@ -1,10 +1,20 @@
-// The server library's pieces that need no model or socket: stop strings on streamed text, the
-// request field checks, the error envelope and the Prometheus histogram.
+// The server library's pieces that need no model: stop strings on streamed text, the request
+// field checks, the error envelope, the Prometheus histogram, and finding a request's
+// connection (on loopback sockets).
 #include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
 
 #include "server/api_error.h"
 #include "server/generation_params.h"
 #include "server/metrics.h"
+#include "server/peer_connection.h"
 #include "server/stop_matcher.h"
 
 namespace k3::server {
@@ -127,6 +137,49 @@ TEST(Metrics, HistogramIsCumulative) {
   EXPECT_NE(text.find("k3_requests_running 3\n"), std::string::npos);
   EXPECT_NE(text.find("k3_cache_usage_ratio 0.25\n"), std::string::npos);
   EXPECT_NE(text.find("k3_requests_finished_total{reason=\"stop\"} 1\n"), std::string::npos);
+}
+
+int local_port(int fd) {
+  sockaddr_in a{};
+  socklen_t len = sizeof a;
+  EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  return ntohs(a.sin_port);
+}
+
+// The accepted socket is found by its two endpoints and counts as alive, with or without unread
+// request bytes, until the client closes its end.
+TEST(PeerConnection, FindsTheConnectionAndSeesTheHangUp) {
+  const int lfd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(lfd, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(listen(lfd, 4), 0);
+  a.sin_port = htons(static_cast<uint16_t>(local_port(lfd)));
+  const int cfd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_EQ(connect(cfd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  const int sfd = accept(lfd, nullptr, nullptr);
+  ASSERT_GE(sfd, 0);
+  const int server_port = local_port(lfd), client_port = local_port(cfd);
+
+  const std::optional<PeerConnection> pc = PeerConnection::find("127.0.0.1", server_port, "127.0.0.1", client_port);
+  ASSERT_TRUE(pc);
+  EXPECT_EQ(pc->fd(), sfd);
+  EXPECT_FALSE(PeerConnection::find("127.0.0.1", server_port, "127.0.0.1", client_port + 1));
+  EXPECT_FALSE(PeerConnection::find("127.0.0.2", server_port, "127.0.0.1", client_port));
+  EXPECT_FALSE(pc->hung_up());
+  ASSERT_EQ(send(cfd, "GET", 3, 0), 3);
+  EXPECT_FALSE(pc->hung_up()) << "unread bytes are not a hang-up";
+  close(cfd);
+  bool gone = false;
+  for (int i = 0; i < 200 && !gone; ++i) {
+    gone = pc->hung_up();
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(gone);
+  close(sfd);
+  close(lfd);
 }
 
 }  // namespace
