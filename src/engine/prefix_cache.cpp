@@ -28,6 +28,28 @@ bool PrefixCache::is_prefix(const Entry& e, const PrefixKey& key) {
          (floats == 0 || std::memcmp(e.media_rows.data(), key.media_rows.data(), floats * sizeof(float)) == 0);
 }
 
+int64_t PrefixCache::shared_prefix(const PrefixKey& key) const {
+  int64_t best = 0;
+  for (const Entry& e : entries_) {
+    const size_t n = std::min(e.tokens.size(), key.tokens.size());
+    int64_t len = std::mismatch(e.tokens.begin(), e.tokens.begin() + static_cast<std::ptrdiff_t>(n), key.tokens.begin()).first -
+                  e.tokens.begin();
+    // Cut at the first override that differs (position or row) below len.
+    for (size_t j = 0;; ++j) {
+      const int64_t pe = j < e.media_positions.size() ? e.media_positions[j] : len;
+      const int64_t pk = j < key.media_positions.size() ? key.media_positions[j] : len;
+      if (std::min(pe, pk) >= len) break;
+      if (pe != pk || std::memcmp(e.media_rows.data() + j * key.hidden, key.media_rows.data() + j * key.hidden,
+                                  key.hidden * sizeof(float)) != 0) {
+        len = std::min(pe, pk);
+        break;
+      }
+    }
+    best = std::max(best, len);
+  }
+  return best;
+}
+
 int64_t PrefixCache::restore(const PrefixKey& prompt, SequenceState* state) {
   auto best = entries_.end();
   for (auto it = entries_.begin(); it != entries_.end(); ++it) {

@@ -48,6 +48,12 @@ class PrefixCache {
   // untouched.  Entries longer than state->max_tokens() are skipped.
   int64_t restore(const PrefixKey& prompt, SequenceState* state);
 
+  // The longest prefix of `key` that some entry shares (tokens, and image rows at overridden
+  // positions), whatever that entry's own length: where two prompts diverge.  The scheduler
+  // stores a state there too, so a prefix shared by several prompts (a system prompt) is cached
+  // from its second use on.
+  int64_t shared_prefix(const PrefixKey& key) const;
+
   // Stores a copy of `state` as the state after prefix.tokens (whose length must be
   // state.position()).  An identical key only refreshes its entry; an entry larger than the
   // whole budget is not stored.  Evicts least recently used entries to stay within the budget.

@@ -28,6 +28,7 @@ struct Scheduler::Slot {
   std::optional<Sampler> sampler;
   int64_t prefilled = 0;  // prompt tokens consumed
   int64_t cached = 0;     // of those, taken from the prefix cache
+  int64_t shared_point = 0;  // the chunk boundary where the prompt leaves a cached one (also stored)
   int64_t generated = 0;
   int32_t last = 0;  // the latest sampled token, the next decode input
 };
@@ -186,7 +187,10 @@ void Scheduler::loop() {
     for (auto& s : admitted) {
       s->state = model_.new_sequence(s->context);
       if (prefix_cache_) {
-        s->cached = s->prefilled = prefix_cache_->restore(prefix_key(s->request, s->request.prompt.size()), &s->state);
+        const PrefixKey key = prefix_key(s->request, s->request.prompt.size());
+        const int64_t n = static_cast<int64_t>(s->request.prompt.size());
+        s->shared_point = std::min(prefix_cache_->shared_prefix(key), n - 1) / options_.prefill_chunk * options_.prefill_chunk;
+        s->cached = s->prefilled = prefix_cache_->restore(key, &s->state);
         std::lock_guard<std::mutex> lock(mu_);
         stats_.prefix_cache = prefix_cache_->stats();
       }
@@ -270,7 +274,7 @@ void Scheduler::step() {
       s.prefilled += entries[i].prompt_len;
       prompt_done += entries[i].prompt_len;
       if (prefix_cache_ && entries[i].prompt_len > 0 && s.prefilled > s.cached &&
-          s.prefilled == cache_point(static_cast<int64_t>(s.request.prompt.size())))
+          (s.prefilled == cache_point(static_cast<int64_t>(s.request.prompt.size())) || s.prefilled == s.shared_point))
         prefix_cache_->store(prefix_key(s.request, static_cast<size_t>(s.prefilled)), s.state);
       if (s.prefilled < static_cast<int64_t>(s.request.prompt.size())) continue;  // mid-prompt
       const int32_t tok = s.sampler->sample(logits.data() + i * static_cast<size_t>(vocab), vocab);

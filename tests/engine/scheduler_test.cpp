@@ -610,6 +610,48 @@ TEST_F(SchedulerTest, CachedPromptPrefixesGiveLoneResults) {
   EXPECT_EQ(st.prompt_tokens, 21 + 14 + 5 + 21 + 6);  // only what was prefilled
 }
 
+// Prompts that share a 20-token start and then differ: the second one stores a state at 16 (the
+// last boundary before they part), and from the third on every such prompt starts there.
+TEST_F(SchedulerTest, SharedPromptStartIsCachedFromItsSecondUse) {
+  SchedulerOptions o;
+  o.max_batch = 1;
+  o.prefill_chunk = 8;
+  o.prefix_cache_bytes = 1ull << 30;
+  Scheduler sched(*model_, o);
+  const std::vector<int32_t> system = prompt(20, 94);
+  const int64_t want_cached[] = {0, 0, 16, 16};
+  for (int i = 0; i < 4; ++i) {
+    std::vector<int32_t> p = system;
+    const std::vector<int32_t> question = prompt(11, 95 + i);
+    p.insert(p.end(), question.begin(), question.end());
+    Stream run;
+    const Request r = make_request(p, 4, run);
+    sched.submit(r);
+    EXPECT_EQ(run.result.get().cached_tokens, want_cached[i]) << "prompt " << i;
+    EXPECT_EQ(run.tokens, lone(r, o.prefill_chunk)) << "prompt " << i;
+  }
+  // Entries: each prompt's own boundary at 24, and the shared start at 16.
+  EXPECT_EQ(sched.stats().prefix_cache.entries, 5);
+
+  // shared_prefix itself stops at the first differing image row.
+  const size_t hidden = static_cast<size_t>(model_->text().hidden_size);
+  SequenceState st = model_->new_sequence();
+  const std::vector<float> rows(2 * hidden, 0.5f);
+  const std::vector<int64_t> pos = {3, 6};
+  const std::vector<EmbeddingOverride> ovr = {{3, rows.data()}, {6, rows.data() + hidden}};
+  const SequenceInput in{&st, std::span(system.data(), 8), false, ovr};
+  std::vector<float> logits;
+  model_->forward({&in, 1}, &logits);
+  PrefixCache cache(1ull << 30);
+  cache.store({std::span(system.data(), 8), pos, rows, hidden}, st);
+  std::vector<float> other = rows;
+  other[hidden + 1] = 0.25f;
+  EXPECT_EQ(cache.shared_prefix({system, pos, rows, hidden}), 8);
+  EXPECT_EQ(cache.shared_prefix({system, pos, other, hidden}), 6);
+  EXPECT_EQ(cache.shared_prefix(key_of(system, system.size())), 3);
+  EXPECT_EQ(cache.shared_prefix(key_of(system, 2)), 2);
+}
+
 TEST_F(SchedulerTest, SingleSlotServesEveryRequest) {
   SchedulerOptions o;
   o.max_batch = 1;
