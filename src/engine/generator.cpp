@@ -49,7 +49,8 @@ std::vector<float> prefill_logits(const Model& model, SequenceState& state, cons
 std::vector<int32_t> generate(const Model& model, SequenceState& state, const std::vector<int32_t>& prompt,
                               const GenerateOptions& options, const std::function<bool(int32_t)>& on_token) {
   K3_CHECK(options.max_tokens >= 0, "max_tokens must be >= 0");
-  Sampler sampler(options.sampling);
+  validate(options.sampling, model.text().vocab_size);
+  Sampler sampler(options.sampling, prompt);
   const int64_t vocab = model.text().vocab_size;
   std::vector<float> logits;
   prefill(model, state, prompt, options.prefill_chunk, options.prompt_embeddings, false, &logits);

@@ -91,7 +91,7 @@ void Scheduler::validate_request(const Request& r) const {
              " is outside the prompt of ", r.prompt.size(), " tokens");
     K3_CHECK(i == 0 || p > r.embedding_positions[i - 1], "embedding positions must be strictly increasing");
   }
-  validate(r.sampling);
+  validate(r.sampling, vocab);
   const int64_t ctx = options_.max_context > 0 ? options_.max_context : model_.text().max_position_embeddings;
   const int64_t n = static_cast<int64_t>(r.prompt.size());
   K3_CHECK(n <= ctx, "prompt of ", n, " tokens exceeds the context of ", ctx, " tokens");
@@ -107,7 +107,7 @@ uint64_t Scheduler::submit(Request request) {
   auto slot = std::make_unique<Slot>();
   slot->context = context_tokens(request);
   slot->reserve = sequence_bytes(slot->context);
-  slot->sampler.emplace(request.sampling);
+  slot->sampler.emplace(request.sampling, request.prompt);
   slot->request = std::move(request);
   uint64_t id = 0;
   {

@@ -176,6 +176,10 @@ GenerationJob::GenerationJob(EngineHost& host, Endpoint endpoint, PreparedPrompt
     throw ApiError(503, host.state() == EngineHost::State::kLoading ? "the model is still loading; retry shortly"
                                                                      : "the server is shutting down");
   scheduler_ = host.scheduler();
+  const int64_t vocab = host.model().text().vocab_size;
+  for (const auto& [tok, bias] : params.sampling.logit_bias)
+    if (tok >= vocab)
+      throw ApiError(400, cat("logit_bias names token ", tok, ", outside the vocabulary [0, ", vocab, ")"), "logit_bias");
   std::vector<int32_t> stops;
   if (!params.ignore_eos) {
     for (int id : host.model().config().stop_token_ids) stops.push_back(id);

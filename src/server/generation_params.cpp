@@ -1,5 +1,7 @@
 #include "server/generation_params.h"
 
+#include <cmath>
+#include <cstdlib>
 #include <random>
 
 #include "server/api_error.h"
@@ -131,17 +133,31 @@ GenerationParams parse_generation_params(const ojson& body, Endpoint endpoint) {
     g.return_token_ids = get_bool(body, "return_token_ids").value_or(false);
     g.skip_special_tokens = get_bool(body, "skip_special_tokens").value_or(false);
   }
-  if (present(body, "logit_bias")) {
+  if (present(body, "logit_bias")) {  // {"token id": bias}; the ids are checked against the vocabulary later
     const ojson& lb = body["logit_bias"];
-    if (!lb.is_object()) bad("logit_bias", "logit_bias must be an object");
-    if (!lb.empty()) unsupported("logit_bias", "token biases are not applied");
+    if (!lb.is_object()) bad("logit_bias", "logit_bias must be an object of token id -> bias");
+    if (lb.size() > 1024) bad("logit_bias", cat("logit_bias holds ", lb.size(), " tokens; at most 1024 are allowed"));
+    for (const auto& [key, value] : lb.items()) {
+      char* end = nullptr;
+      const long long id = std::strtoll(key.c_str(), &end, 10);
+      if (key.empty() || *end != '\0' || id < 0 || id > (1ll << 30))
+        bad("logit_bias", cat("logit_bias keys must be token ids (got '", key, "')"));
+      if (!value.is_number() || !(std::abs(value.get<double>()) <= 100.0))
+        bad("logit_bias", cat("logit_bias values must be numbers in [-100, 100] (token ", key, ")"));
+      g.sampling.logit_bias.emplace_back(static_cast<int32_t>(id), value.get<float>());
+    }
   }
-  for (const char* f : {"presence_penalty", "frequency_penalty"}) {
-    if (auto v = get_number(body, f); v && *v != 0.0) unsupported(f, "penalties are not applied; use 0");
-  }
-  if (auto v = get_number(body, "repetition_penalty"); v && *v != 1.0)
-    unsupported("repetition_penalty", "penalties are not applied; use 1");
-  if (auto v = get_number(body, "min_p"); v && *v != 0.0) unsupported("min_p", "min-p sampling is not implemented; use 0");
+  const auto ranged = [&](const char* f, double lo, double hi, bool open_lo, float* out) {
+    if (auto v = get_number(body, f)) {
+      if (!((open_lo ? *v > lo : *v >= lo) && *v <= hi))
+        bad(f, cat(f, " must be in ", open_lo ? "(" : "[", lo, ", ", hi, "] (got ", *v, ")"));
+      *out = static_cast<float>(*v);
+    }
+  };
+  ranged("presence_penalty", -2.0, 2.0, false, &g.sampling.presence_penalty);
+  ranged("frequency_penalty", -2.0, 2.0, false, &g.sampling.frequency_penalty);
+  ranged("repetition_penalty", 0.0, 2.0, true, &g.sampling.repetition_penalty);
+  ranged("min_p", 0.0, 1.0, false, &g.sampling.min_p);
   return g;
 }
 

@@ -1,13 +1,14 @@
 // The sampling and output fields shared by /v1/chat/completions and /v1/completions, read from
 // the request body and checked (api.md "Request fields"):
 //   max_tokens / max_completion_tokens (the latter wins), temperature [0, 2] (default 1),
-//   top_p (0, 1], top_k (0 or -1 = off), seed, stop (string or list, matched on the text),
-//   stream, stream_options.include_usage, ignore_eos, user; completions also return_token_ids,
-//   skip_special_tokens.
+//   top_p (0, 1], top_k (0 or -1 = off), min_p [0, 1], presence_penalty / frequency_penalty
+//   [-2, 2], repetition_penalty (0, 2], logit_bias ({"token id": [-100, 100]}, at most 1024),
+//   seed, stop (string or list, matched on the text), stream, stream_options.include_usage,
+//   ignore_eos, user; completions also return_token_ids, skip_special_tokens.
 // Fields k3 does not implement are refused with ApiError 400 naming the field, unless they hold
-// their neutral value: n / best_of other than 1, logprobs / top_logprobs, a non-empty logit_bias,
-// presence / frequency / repetition penalties, min_p, echo, suffix, and a response_format that
-// asks for JSON (k3 does not constrain decoding).  Unknown fields are ignored.
+// their neutral value: n / best_of other than 1, logprobs / top_logprobs, echo, suffix, and a
+// response_format that asks for JSON (k3 does not constrain decoding).  Unknown fields are
+// ignored.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,5 @@
-// Sampling: greedy, top-k/top-p restrictions, determinism by seed, parameter validation.
+// Sampling: greedy, top-k/top-p/min-p restrictions, logit bias and the penalties (sequences
+// worked out by hand), determinism by seed, parameter validation.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -49,12 +50,82 @@ TEST(Sampler, FrequenciesFollowTheSoftmaxAndTopPCutsTheTail) {
   for (int i = 0; i < 2000; ++i) EXPECT_NE(nucleus.sample(logits, 3), 2);  // 0.6 + 0.3 >= 0.8
 }
 
+std::vector<int32_t> greedy_run(const SamplingParams& p, std::vector<float> logits, int steps,
+                                std::vector<int32_t> prompt = {}) {
+  Sampler s(p, prompt);
+  std::vector<int32_t> out;
+  for (int i = 0; i < steps; ++i) out.push_back(s.sample(logits.data(), static_cast<int64_t>(logits.size())));
+  return out;
+}
+
+TEST(Sampler, LogitBiasShiftsTheChoice) {
+  SamplingParams p;
+  p.logit_bias = {{2, 0.95f}};  // 0.1 + 0.95 = 1.05 > 1.0
+  EXPECT_EQ(greedy_run(p, {1.0f, 0.9f, 0.1f}, 3), (std::vector<int32_t>{2, 2, 2}));
+  p.logit_bias = {{2, 0.85f}};  // 0.95 < 1.0
+  EXPECT_EQ(greedy_run(p, {1.0f, 0.9f, 0.1f}, 1), (std::vector<int32_t>{0}));
+  p.logit_bias = {{0, -100.0f}};
+  EXPECT_EQ(greedy_run(p, {1.0f, 0.9f, 0.1f}, 2), (std::vector<int32_t>{1, 1}));
+}
+
+TEST(Sampler, FrequencyAndPresencePenaltiesCountTheOutput) {
+  SamplingParams f;
+  f.frequency_penalty = 0.5f;
+  // {1.0, 0.9, 0.1} -> 0 | {0.5, 0.9, 0.1} -> 1 | {0.5, 0.4, 0.1} -> 0 | {0, 0.4, 0.1} -> 1 | {0, -0.1, 0.1} -> 2
+  EXPECT_EQ(greedy_run(f, {1.0f, 0.9f, 0.1f}, 5), (std::vector<int32_t>{0, 1, 0, 1, 2}));
+  SamplingParams p;
+  p.presence_penalty = 0.5f;
+  // {1.0, 0.9, 0.1} -> 0 | {0.5, 0.9, 0.1} -> 1 | {0.5, 0.4, 0.1} -> 0, and so on (presence does not grow)
+  EXPECT_EQ(greedy_run(p, {1.0f, 0.9f, 0.1f}, 4), (std::vector<int32_t>{0, 1, 0, 0}));
+  SamplingParams neg;
+  neg.presence_penalty = -0.5f;  // a negative penalty favours what was said
+  EXPECT_EQ(greedy_run(neg, {0.9f, 1.0f, 0.1f}, 3), (std::vector<int32_t>{1, 1, 1}));
+}
+
+TEST(Sampler, RepetitionPenaltyCoversPromptAndOutputOnce) {
+  SamplingParams r;
+  r.repetition_penalty = 2.0f;
+  // Prompt {1}: {1.0, 0.75, -0.5} -> 0 | {0.5, 0.75, -0.5} -> 1 | unchanged (applied once) -> 1
+  EXPECT_EQ(greedy_run(r, {1.0f, 1.5f, -0.5f}, 3, {1}), (std::vector<int32_t>{0, 1, 1}));
+  // A negative logit is multiplied: prompt {0}: {-0.2, -0.3} -> {-0.4, -0.3} -> 1
+  EXPECT_EQ(greedy_run(r, {-0.2f, -0.3f}, 1, {0}), (std::vector<int32_t>{1}));
+  EXPECT_EQ(greedy_run(SamplingParams{}, {-0.2f, -0.3f}, 1, {0}), (std::vector<int32_t>{0}));
+}
+
+TEST(Sampler, MinPDropsTokensBelowAFractionOfTheTop) {
+  const float logits[3] = {std::log(0.6f), std::log(0.3f), std::log(0.1f)};
+  SamplingParams p{1.0f, 0, 1.0f, 5};
+  p.min_p = 0.2f;  // floor 0.12: token 2 (0.1) goes, token 1 (0.3) stays
+  Sampler s(p);
+  std::map<int, int> counts;
+  for (int i = 0; i < 4000; ++i) counts[s.sample(logits, 3)]++;
+  EXPECT_EQ(counts[2], 0);
+  EXPECT_NEAR(counts[1] / 4000.0, 1.0 / 3.0, 0.03);
+  p.min_p = 1.0f;  // only the top token
+  Sampler top(p);
+  for (int i = 0; i < 200; ++i) EXPECT_EQ(top.sample(logits, 3), 0);
+}
+
 TEST(Sampler, RejectsBadParameters) {
   EXPECT_THROW(Sampler(SamplingParams{-1.0f, 0, 1.0f, 0}), Error);
   EXPECT_THROW(Sampler(SamplingParams{1.0f, -2, 1.0f, 0}), Error);
   EXPECT_THROW(Sampler(SamplingParams{1.0f, 0, 0.0f, 0}), Error);
   EXPECT_THROW(Sampler(SamplingParams{1.0f, 0, 1.5f, 0}), Error);
   EXPECT_THROW(Sampler(SamplingParams{NAN, 0, 1.0f, 0}), Error);
+  const auto bad = [](auto set) {
+    SamplingParams p;
+    set(p);
+    return p;
+  };
+  EXPECT_THROW(Sampler(bad([](SamplingParams& p) { p.min_p = 1.5f; })), Error);
+  EXPECT_THROW(Sampler(bad([](SamplingParams& p) { p.presence_penalty = 2.5f; })), Error);
+  EXPECT_THROW(Sampler(bad([](SamplingParams& p) { p.frequency_penalty = -3.0f; })), Error);
+  EXPECT_THROW(Sampler(bad([](SamplingParams& p) { p.repetition_penalty = 0.0f; })), Error);
+  EXPECT_THROW(Sampler(bad([](SamplingParams& p) { p.logit_bias = {{1, 101.0f}}; })), Error);
+  const SamplingParams far = bad([](SamplingParams& p) { p.logit_bias = {{10, 1.0f}}; });
+  EXPECT_NO_THROW(validate(far));
+  EXPECT_THROW(validate(far, 10), Error);
+  EXPECT_NO_THROW(validate(far, 11));
 }
 
 }  // namespace

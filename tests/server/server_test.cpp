@@ -126,11 +126,6 @@ TEST(Server, ErrorEnvelopes) {
        std::vector<std::pair<std::string, ojson>>{{"n", 2},
                                                   {"logprobs", true},
                                                   {"top_logprobs", 2},
-                                                  {"logit_bias", {{"5", 10}}},
-                                                  {"presence_penalty", 0.5},
-                                                  {"frequency_penalty", 1},
-                                                  {"repetition_penalty", 1.1},
-                                                  {"min_p", 0.1},
                                                   {"response_format", {{"type", "json_schema"}, {"json_schema", ojson::object()}}},
                                                   {"response_format", {{"type", "json_object"}}}}) {
     b = chat_body("hi");
@@ -148,6 +143,8 @@ TEST(Server, ErrorEnvelopes) {
   b["some_unknown_field"] = {1, 2};
   EXPECT_EQ(post(cli, "/v1/chat/completions", b).status, 200);
   expect_envelope(post(cli, "/v1/completions", {{"prompt", "a"}, {"echo", true}}), 400, "echo", "echo");
+  expect_envelope(post(cli, "/v1/completions", {{"prompt", "a"}, {"logit_bias", {{"99999999", 1}}}}), 400,
+                  "outside the vocabulary", "logit_bias");
   expect_envelope(post(cli, "/v1/completions", {{"prompt", ojson::array({"a", "b"})}}), 400, "one prompt", "prompt");
   expect_envelope(post(cli, "/v1/completions", {{"prompt", ojson::array({1, -4})}}), 400, "vocabulary", "prompt");
   expect_envelope(post(cli, "/v1/completions", {{"max_tokens", 3}}), 400, "prompt is required", "prompt");
@@ -310,6 +307,33 @@ TEST(Server, PromptPrefixCacheAcrossTurns) {
                 again.body["usage"]["prompt_tokens_details"]["cached_tokens"].get<double>());
   EXPECT_GT(metric(metrics, "k3_prefix_cache_bytes"), 0.0);
   EXPECT_EQ(metric(b.Get("/metrics")->body, "k3_prefix_cache_entries"), 0.0);
+}
+
+// logit_bias and the penalties reach the sampler: a +100 bias makes greedy decoding repeat one
+// token, and a frequency penalty then breaks the repetition.
+TEST(Server, LogitBiasAndPenalties) {
+  httplib::Client cli = client(main_server());
+  ojson c = {{"prompt", "Once upon a time"}, {"max_tokens", 6}, {"temperature", 0}, {"return_token_ids", true},
+             {"logit_bias", {{"300", 100}}}};
+  const Reply biased = post(cli, "/v1/completions", c);
+  ASSERT_EQ(biased.status, 200) << biased.raw;
+  EXPECT_EQ(biased.body["choices"][0]["token_ids"], ojson::array({300, 300, 300, 300, 300, 300}));
+  c["logit_bias"] = {{"300", 3}};
+  c["frequency_penalty"] = 2;  // every repeat costs 2: the bias of 3 cannot keep one token in front
+  const Reply penalised = post(cli, "/v1/completions", c);
+  ASSERT_EQ(penalised.status, 200) << penalised.raw;
+  const ojson& ids = penalised.body["choices"][0]["token_ids"];
+  EXPECT_NE(ids, ojson::array({300, 300, 300, 300, 300, 300}));
+  c.erase("frequency_penalty");
+  c["logit_bias"] = ojson::object();
+  c["presence_penalty"] = -2;
+  c["repetition_penalty"] = 1.3;
+  c["min_p"] = 0.2;
+  c["temperature"] = 0.8;
+  c["seed"] = 3;
+  const Reply sampled = post(cli, "/v1/completions", c);
+  ASSERT_EQ(sampled.status, 200) << sampled.raw;
+  EXPECT_EQ(post(cli, "/v1/completions", c).body["choices"][0]["token_ids"], sampled.body["choices"][0]["token_ids"]);
 }
 
 TEST(Server, StopStringsAndSeeds) {

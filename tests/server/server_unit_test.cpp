@@ -90,8 +90,23 @@ TEST(GenerationParams, ReadsAndChecksFields) {
   expect_rejected({{"best_of", 3}}, Endpoint::kCompletion, "best_of");
   expect_rejected({{"logprobs", 1}}, Endpoint::kCompletion, "logprobs");
   expect_rejected({{"suffix", "x"}}, Endpoint::kCompletion, "suffix");
-  expect_rejected({{"min_p", 0.05}}, Endpoint::kChat, "min_p");
-  expect_rejected({{"logit_bias", {{"1", 2}}}}, Endpoint::kChat, "logit_bias");
+  expect_rejected({{"min_p", 1.5}}, Endpoint::kChat, "min_p");
+  expect_rejected({{"presence_penalty", 2.5}}, Endpoint::kChat, "presence_penalty");
+  expect_rejected({{"frequency_penalty", "1"}}, Endpoint::kChat, "frequency_penalty");
+  expect_rejected({{"repetition_penalty", 0}}, Endpoint::kChat, "repetition_penalty");
+  expect_rejected({{"logit_bias", {{"x", 1}}}}, Endpoint::kChat, "logit_bias");
+  expect_rejected({{"logit_bias", {{"-3", 1}}}}, Endpoint::kChat, "logit_bias");
+  expect_rejected({{"logit_bias", {{"5", 200}}}}, Endpoint::kChat, "logit_bias");
+  expect_rejected({{"logit_bias", ojson::array({1})}}, Endpoint::kChat, "logit_bias");
+  const GenerationParams pen = parse_generation_params(
+      ojson::parse(R"({"logit_bias": {"5": -100, "7": 2.5}, "presence_penalty": 0.5, "frequency_penalty": -1,
+                       "repetition_penalty": 1.2, "min_p": 0.05})"),
+      Endpoint::kCompletion);
+  EXPECT_EQ(pen.sampling.logit_bias, (std::vector<std::pair<int32_t, float>>{{5, -100.0f}, {7, 2.5f}}));
+  EXPECT_FLOAT_EQ(pen.sampling.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(pen.sampling.frequency_penalty, -1.0f);
+  EXPECT_FLOAT_EQ(pen.sampling.repetition_penalty, 1.2f);
+  EXPECT_FLOAT_EQ(pen.sampling.min_p, 0.05f);
   expect_rejected({{"response_format", {{"type", "json_object"}}}}, Endpoint::kChat, "response_format");
   // Neutral values of unimplemented fields pass.
   EXPECT_NO_THROW(parse_generation_params(ojson::parse(R"({"n": 1, "presence_penalty": 0, "frequency_penalty": 0.0,
