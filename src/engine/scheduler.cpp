@@ -1,6 +1,7 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <utility>
 
@@ -14,6 +15,32 @@ const char* to_string(FinishReason reason) {
     case FinishReason::kError: return "error";
   }
   return "error";
+}
+
+TokenLogprobs token_logprobs(const float* logits, int64_t vocab, int32_t token, int top) {
+  float mx = logits[0];
+  for (int64_t i = 1; i < vocab; ++i) mx = std::max(mx, logits[i]);
+  double sum = 0.0;
+  for (int64_t i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(logits[i]) - mx);
+  const double lse = mx + std::log(sum);
+  TokenLogprobs out;
+  out.logprob = static_cast<float>(logits[token] - lse);
+  const int64_t k = std::min<int64_t>(top, vocab);
+  if (k > 0) {
+    // The k best so far, kept sorted best first (ties: lower id first); k <= 20, so a small
+    // insertion list beats sorting the vocabulary.
+    std::vector<int32_t> best;
+    best.reserve(static_cast<size_t>(k) + 1);
+    const auto better = [&](int32_t a, int32_t b) { return logits[a] != logits[b] ? logits[a] > logits[b] : a < b; };
+    for (int64_t i = 0; i < vocab; ++i) {
+      const int32_t id = static_cast<int32_t>(i);
+      if (static_cast<int64_t>(best.size()) == k && !better(id, best.back())) continue;
+      best.insert(std::upper_bound(best.begin(), best.end(), id, better), id);
+      if (static_cast<int64_t>(best.size()) > k) best.pop_back();
+    }
+    for (int32_t id : best) out.top.emplace_back(id, static_cast<float>(logits[id] - lse));
+  }
+  return out;
 }
 
 // One request from submission to completion.  Fields other than id/admitted are only touched
@@ -31,6 +58,7 @@ struct Scheduler::Slot {
   int64_t shared_point = 0;  // the chunk boundary where the prompt leaves a cached one (also stored)
   int64_t generated = 0;
   int32_t last = 0;  // the latest sampled token, the next decode input
+  TokenLogprobs logprobs;  // of the latest sampled token, when the request asks for them
 };
 
 Scheduler::Scheduler(const Model& model, const SchedulerOptions& options) : model_(model), options_(options) {
@@ -92,6 +120,8 @@ void Scheduler::validate_request(const Request& r) const {
     K3_CHECK(i == 0 || p > r.embedding_positions[i - 1], "embedding positions must be strictly increasing");
   }
   validate(r.sampling, vocab);
+  K3_CHECK(r.top_logprobs >= -1 && r.top_logprobs <= kMaxTopLogprobs, "top_logprobs must be in [0, ", kMaxTopLogprobs,
+           "] (got ", r.top_logprobs, ")");
   const int64_t ctx = options_.max_context > 0 ? options_.max_context : model_.text().max_position_embeddings;
   const int64_t n = static_cast<int64_t>(r.prompt.size());
   K3_CHECK(n <= ctx, "prompt of ", n, " tokens exceeds the context of ", ctx, " tokens");
@@ -277,9 +307,12 @@ void Scheduler::step() {
           (s.prefilled == cache_point(static_cast<int64_t>(s.request.prompt.size())) || s.prefilled == s.shared_point))
         prefix_cache_->store(prefix_key(s.request, static_cast<size_t>(s.prefilled)), s.state);
       if (s.prefilled < static_cast<int64_t>(s.request.prompt.size())) continue;  // mid-prompt
-      const int32_t tok = s.sampler->sample(logits.data() + i * static_cast<size_t>(vocab), vocab);
+      const float* row = logits.data() + i * static_cast<size_t>(vocab);
+      const int32_t tok = s.sampler->sample(row, vocab);
       ++s.generated;
       emitted.emplace_back(&s, tok);
+      if (s.request.top_logprobs >= 0 && s.request.on_logprobs)
+        s.logprobs = token_logprobs(row, vocab, tok, s.request.top_logprobs);
     }
   }
   const uint64_t held = running_state_bytes();
@@ -299,6 +332,7 @@ void Scheduler::step() {
     const Request& r = s->request;
     bool keep = true;
     try {
+      if (r.top_logprobs >= 0 && r.on_logprobs) r.on_logprobs(tok, s->logprobs);
       if (r.on_token) keep = r.on_token(tok);
     } catch (const std::exception& e) {
       done.push_back({s, {FinishReason::kError, cat("on_token failed: ", e.what())}});

@@ -42,6 +42,8 @@
 
 namespace k3 {
 
+inline constexpr int kMaxTopLogprobs = 20;
+
 // Thrown by Scheduler::submit when the waiting queue is full (retry later: HTTP 429/503).
 class SchedulerBusy : public Error {
  public:
@@ -60,6 +62,17 @@ struct RequestResult {
   int64_t cached_tokens = 0;      // prompt tokens taken from the prefix cache, not prefilled
 };
 
+// A generated token's log-probability under the model's raw distribution (log-softmax of the
+// logits, before logit_bias, penalties and temperature: vLLM's default), and the most likely
+// tokens with theirs, most likely first (lowest id on ties).
+struct TokenLogprobs {
+  float logprob = 0.0f;
+  std::vector<std::pair<int32_t, float>> top;
+};
+
+// The log-softmax of logits[0, vocab) at `token`, and the `top` most likely tokens.
+TokenLogprobs token_logprobs(const float* logits, int64_t vocab, int32_t token, int top);
+
 struct Request {
   std::vector<int32_t> prompt;
   int64_t max_tokens = 16;  // new tokens; 0 = until the context is full
@@ -71,6 +84,10 @@ struct Request {
   std::vector<float> embedding_rows;
   // Each generated token; return false to cancel (client disconnect).  Optional.
   std::function<bool(int32_t token)> on_token;
+  // top_logprobs >= 0 (at most kMaxTopLogprobs): on_logprobs sees each generated token's
+  // TokenLogprobs with that many alternatives, just before on_token sees the token.
+  int top_logprobs = -1;
+  std::function<void(int32_t token, const TokenLogprobs&)> on_logprobs;
   // Called exactly once per accepted request, last.  Optional.
   std::function<void(const RequestResult&)> on_done;
 };

@@ -31,6 +31,7 @@ struct GenerationJob::Channel {
   std::mutex mu;
   std::condition_variable cv;
   std::vector<int32_t> tokens;
+  std::vector<TokenLogprobs> logprobs;  // one per token, when the request asks for them
   bool done = false;
   bool cancelled = false;  // the consumer gave up: the next token cancels the request
   RequestResult result;
@@ -200,6 +201,12 @@ GenerationJob::GenerationJob(EngineHost& host, Endpoint endpoint, PreparedPrompt
   r.max_tokens = params.max_tokens;
   r.sampling = params.sampling;
   r.stop_tokens = std::move(stops);
+  r.top_logprobs = params.top_logprobs;
+  if (params.top_logprobs >= 0)
+    r.on_logprobs = [ch = channel_](int32_t, const TokenLogprobs& lp) {
+      std::lock_guard<std::mutex> lock(ch->mu);
+      ch->logprobs.push_back(lp);
+    };
   r.on_token = [ch = channel_](int32_t tok) {
     const Clock::time_point now = Clock::now();
     std::lock_guard<std::mutex> lock(ch->mu);
@@ -244,7 +251,52 @@ bool GenerationJob::wait(std::vector<int32_t>& tokens, int timeout_ms) {
                         [&] { return channel_->done || !channel_->tokens.empty(); });
   tokens.insert(tokens.end(), channel_->tokens.begin(), channel_->tokens.end());
   channel_->tokens.clear();
+  lp_in_.insert(lp_in_.end(), std::make_move_iterator(channel_->logprobs.begin()),
+                std::make_move_iterator(channel_->logprobs.end()));
+  channel_->logprobs.clear();
   return channel_->done;
+}
+
+void GenerationJob::note_fed(int32_t tok, bool kept) {
+  if (params_.top_logprobs < 0 || lp_in_.empty()) return;
+  if (kept) lp_unsent_.emplace_back(tok, std::move(lp_in_.front()));
+  lp_in_.pop_front();
+}
+
+ojson GenerationJob::take_logprobs() {
+  if (params_.top_logprobs < 0) return nullptr;
+  const Tokenizer& tk = host_.tokenizer();
+  const auto bytes_of = [&](int32_t id) {
+    ojson b = ojson::array();
+    for (unsigned char c : tk.token_bytes(id)) b.push_back(static_cast<int>(c));
+    return b;
+  };
+  const auto text_of = [&](int32_t id) { return tk.decode(std::span<const int32_t>(&id, 1)); };
+  ojson out;
+  if (endpoint_ == Endpoint::kChat) {
+    ojson content = ojson::array();
+    for (const auto& [id, lp] : lp_unsent_) {
+      ojson top = ojson::array();
+      for (const auto& [t, l] : lp.top) top.push_back({{"token", text_of(t)}, {"logprob", l}, {"bytes", bytes_of(t)}});
+      content.push_back({{"token", text_of(id)}, {"logprob", lp.logprob}, {"bytes", bytes_of(id)}, {"top_logprobs", top}});
+    }
+    out = {{"content", content}};
+  } else {
+    ojson tokens = ojson::array(), values = ojson::array(), tops = ojson::array(), offsets = ojson::array();
+    for (const auto& [id, lp] : lp_unsent_) {
+      const std::string text = text_of(id);
+      tokens.push_back(text);
+      values.push_back(lp.logprob);
+      ojson top = ojson::object();
+      for (const auto& [t, l] : lp.top) top[text_of(t)] = l;
+      tops.push_back(top);
+      offsets.push_back(text_offset_);
+      for (unsigned char c : text) text_offset_ += (c & 0xC0) != 0x80;  // characters, as Python's len()
+    }
+    out = {{"tokens", tokens}, {"token_logprobs", values}, {"top_logprobs", tops}, {"text_offset", offsets}};
+  }
+  lp_unsent_.clear();
+  return out;
 }
 
 ojson GenerationJob::usage(const RequestResult& result) const {
@@ -285,7 +337,7 @@ std::optional<ojson> GenerationJob::run(const std::function<bool()>& client_gone
     ended = wait(tokens, client_gone ? 200 : 1000);
     if (!ended && client_gone && client_gone()) return std::nullopt;  // ~GenerationJob cancels it
     for (int32_t t : tokens) {
-      out_->feed(t);
+      note_fed(t, !out_->feed(t).ids.empty());
       if (out_->stop_hit()) break;
     }
     tokens.clear();
@@ -318,7 +370,7 @@ std::optional<ojson> GenerationJob::run(const std::function<bool()>& client_gone
     choice["text"] = out_->text;
     if (params_.return_token_ids) choice["token_ids"] = out_->ids;
   }
-  choice["logprobs"] = nullptr;
+  choice["logprobs"] = take_logprobs();
   choice["finish_reason"] = reason;
   body["choices"] = ojson::array({choice});
   body["usage"] = usage(result);
@@ -338,7 +390,7 @@ bool GenerationJob::stream(const std::function<bool(std::string_view)>& write) {
     else
       choice["text"] = std::move(delta_or_text);
     if (!chat && ids && params_.return_token_ids) choice["token_ids"] = *ids;
-    choice["logprobs"] = nullptr;
+    choice["logprobs"] = lp_unsent_.empty() ? ojson(nullptr) : take_logprobs();
     choice["finish_reason"] = reason;
     c["choices"] = ojson::array({choice});
     if (params_.include_usage) c["usage"] = nullptr;
@@ -373,7 +425,9 @@ bool GenerationJob::stream(const std::function<bool(std::string_view)>& write) {
   while (!ended && !out_->stop_hit()) {
     ended = wait(tokens, 250);
     for (int32_t t : tokens) {
-      if (!send_piece(out_->feed(t))) return gone();
+      const Output::Piece piece = out_->feed(t);
+      note_fed(t, !piece.ids.empty());
+      if (!send_piece(piece)) return gone();
       last_write = Clock::now();
       if (out_->stop_hit()) break;
     }

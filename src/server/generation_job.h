@@ -10,6 +10,7 @@
 #pragma once
 
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -47,6 +48,12 @@ class GenerationJob {
 
   // Blocks until tokens or the end arrive; appends the tokens.  True when the request ended.
   bool wait(std::vector<int32_t>& tokens, int timeout_ms);
+  // After out_->feed(tok): keeps tok's logprobs for the next response piece when the token went
+  // into the output (`kept`), drops them when it came after a stop.
+  void note_fed(int32_t tok, bool kept);
+  // The logprobs object for the tokens fed since the last call (chat: {"content": [...]};
+  // completions: tokens / token_logprobs / top_logprobs / text_offset); null without logprobs.
+  ojson take_logprobs();
   // The OpenAI usage object; prompt_tokens_details.cached_tokens from the prefix cache.
   ojson usage(const RequestResult& result) const;
   ojson chunk_base() const;
@@ -62,6 +69,9 @@ class GenerationJob {
   std::string response_id_;
   int64_t created_ = 0;
   int64_t prompt_tokens_ = 0;
+  std::deque<TokenLogprobs> lp_in_;                              // received, not fed yet
+  std::vector<std::pair<int32_t, TokenLogprobs>> lp_unsent_;     // fed, not in a response yet
+  int64_t text_offset_ = 0;                                      // completions' text_offset
 };
 
 // "chatcmpl-…" / "cmpl-…" with 24 random hex digits.

@@ -115,9 +115,20 @@ GenerationParams parse_generation_params(const ojson& body, Endpoint endpoint) {
   for (const char* f : {"n", "best_of"}) {
     if (auto v = get_int(body, f); v && *v != 1) unsupported(f, cat("k3 returns one choice per request; ", f, " must be 1"));
   }
+  const auto top_count = [&](const char* f) {
+    const int64_t v = *get_int(body, f);
+    if (v < 0 || v > kMaxTopLogprobs) bad(f, cat(f, " must be in [0, ", kMaxTopLogprobs, "] (got ", v, ")"));
+    return static_cast<int>(v);
+  };
   if (chat) {
-    if (get_bool(body, "logprobs").value_or(false)) unsupported("logprobs", "log probabilities are not returned");
-    if (present(body, "top_logprobs")) unsupported("top_logprobs", "log probabilities are not returned");
+    const bool lp = get_bool(body, "logprobs").value_or(false);
+    if (present(body, "top_logprobs")) {
+      const int top = top_count("top_logprobs");
+      if (!lp) bad("top_logprobs", "top_logprobs needs logprobs: true");
+      g.top_logprobs = top;
+    } else if (lp) {
+      g.top_logprobs = 0;
+    }
     if (present(body, "response_format")) {
       const ojson& rf = body["response_format"];
       if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string())
@@ -127,7 +138,7 @@ GenerationParams parse_generation_params(const ojson& body, Endpoint endpoint) {
                                            "' needs constrained decoding, which k3 does not do; use \"text\""));
     }
   } else {
-    if (present(body, "logprobs")) unsupported("logprobs", "log probabilities are not returned");
+    if (present(body, "logprobs")) g.top_logprobs = top_count("logprobs");
     if (get_bool(body, "echo").value_or(false)) unsupported("echo", "the prompt is not echoed");
     if (present(body, "suffix")) unsupported("suffix", "insertion (suffix) is not supported");
     g.return_token_ids = get_bool(body, "return_token_ids").value_or(false);

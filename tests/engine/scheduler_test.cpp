@@ -3,7 +3,9 @@
 // are refused with errors that name the field.  No timing: callbacks and futures synchronise.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <future>
+#include <numeric>
 #include <memory>
 
 #include "base/error.h"
@@ -650,6 +652,65 @@ TEST_F(SchedulerTest, SharedPromptStartIsCachedFromItsSecondUse) {
   EXPECT_EQ(cache.shared_prefix({system, pos, other, hidden}), 6);
   EXPECT_EQ(cache.shared_prefix(key_of(system, system.size())), 3);
   EXPECT_EQ(cache.shared_prefix(key_of(system, 2)), 2);
+}
+
+TEST(TokenLogprobs, LogSoftmaxAndTheBestTokens) {
+  const float logits[4] = {0.0f, std::log(2.0f), 0.0f, -1e30f};  // probabilities 1/4, 1/2, 1/4, 0
+  const TokenLogprobs lp = token_logprobs(logits, 4, 2, 3);
+  EXPECT_NEAR(lp.logprob, std::log(0.25), 1e-6);
+  ASSERT_EQ(lp.top.size(), 3u);
+  EXPECT_EQ(lp.top[0].first, 1);
+  EXPECT_NEAR(lp.top[0].second, std::log(0.5), 1e-6);
+  EXPECT_EQ(lp.top[1].first, 0);  // a tie: the lower id first
+  EXPECT_EQ(lp.top[2].first, 2);
+  EXPECT_TRUE(token_logprobs(logits, 4, 1, 0).top.empty());
+  EXPECT_EQ(token_logprobs(logits, 4, 1, 9).top.size(), 4u);
+}
+
+// The scheduler reports each token's log-probability under the logits it was sampled from
+// (checked against a log-softmax computed here in double from a lone run's logits).
+TEST_F(SchedulerTest, LogprobsFollowTheLogits) {
+  const std::vector<int32_t> p = prompt(9, 96);
+  std::vector<std::vector<float>> rows;
+  SequenceState st = model_->new_sequence();
+  GenerateOptions g;
+  g.max_tokens = 5;
+  g.prefill_chunk = 8;
+  g.on_logits = [&](std::span<const float> l) { rows.emplace_back(l.begin(), l.end()); };
+  const std::vector<int32_t> want = generate(*model_, st, p, g);
+
+  SchedulerOptions o;
+  o.prefill_chunk = 8;
+  Scheduler sched(*model_, o);
+  Stream run;
+  Request r = make_request(p, 5, run);
+  r.top_logprobs = 4;
+  std::vector<std::pair<int32_t, TokenLogprobs>> got;
+  r.on_logprobs = [&](int32_t tok, const TokenLogprobs& lp) { got.emplace_back(tok, lp); };
+  sched.submit(r);
+  run.result.get();
+  ASSERT_EQ(run.tokens, want);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    const std::vector<float>& l = rows[i];
+    double mx = l[0], sum = 0.0;
+    for (float v : l) mx = std::max(mx, static_cast<double>(v));
+    for (float v : l) sum += std::exp(v - mx);
+    const double lse = mx + std::log(sum);
+    EXPECT_EQ(got[i].first, want[i]);
+    EXPECT_NEAR(got[i].second.logprob, l[want[i]] - lse, 1e-5);
+    std::vector<int32_t> order(l.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return l[a] > l[b]; });
+    ASSERT_EQ(got[i].second.top.size(), 4u);
+    for (int k = 0; k < 4; ++k) {
+      EXPECT_EQ(got[i].second.top[k].first, order[k]);
+      EXPECT_NEAR(got[i].second.top[k].second, l[order[k]] - lse, 1e-5);
+    }
+  }
+  Request bad = make_request(p, 1, run);
+  bad.top_logprobs = kMaxTopLogprobs + 1;
+  EXPECT_THROW(sched.submit(bad), Error);
 }
 
 TEST_F(SchedulerTest, SingleSlotServesEveryRequest) {

@@ -124,8 +124,6 @@ TEST(Server, ErrorEnvelopes) {
   // Unsupported fields are refused, naming the field; neutral values pass.
   for (const auto& [field, value] :
        std::vector<std::pair<std::string, ojson>>{{"n", 2},
-                                                  {"logprobs", true},
-                                                  {"top_logprobs", 2},
                                                   {"response_format", {{"type", "json_schema"}, {"json_schema", ojson::object()}}},
                                                   {"response_format", {{"type", "json_object"}}}}) {
     b = chat_body("hi");
@@ -334,6 +332,64 @@ TEST(Server, LogitBiasAndPenalties) {
   const Reply sampled = post(cli, "/v1/completions", c);
   ASSERT_EQ(sampled.status, 200) << sampled.raw;
   EXPECT_EQ(post(cli, "/v1/completions", c).body["choices"][0]["token_ids"], sampled.body["choices"][0]["token_ids"]);
+}
+
+// logprobs: one entry per generated token, the greedy token first among its alternatives, the
+// same entries whether streamed or not; completions in the legacy shape.
+TEST(Server, Logprobs) {
+  httplib::Client cli = client(main_server());
+  ojson b = chat_body("Name a colour.", 6);
+  b["logprobs"] = true;
+  b["top_logprobs"] = 3;
+  b["ignore_eos"] = true;
+  const Reply r = post(cli, "/v1/chat/completions", b);
+  ASSERT_EQ(r.status, 200) << r.raw;
+  const ojson& content = r.body["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), r.body["usage"]["completion_tokens"].get<size_t>()) << r.raw;
+  for (const ojson& e : content) {
+    ASSERT_EQ(e["top_logprobs"].size(), 3u) << e;
+    EXPECT_LE(e["logprob"].get<double>(), 0.0);
+    EXPECT_EQ(e["top_logprobs"][0]["token"], e["token"]) << "greedy picks the most likely token";
+    EXPECT_DOUBLE_EQ(e["top_logprobs"][0]["logprob"].get<double>(), e["logprob"].get<double>());
+    EXPECT_GE(e["top_logprobs"][0]["logprob"].get<double>(), e["top_logprobs"][1]["logprob"].get<double>());
+    EXPECT_GE(e["top_logprobs"][1]["logprob"].get<double>(), e["top_logprobs"][2]["logprob"].get<double>());
+    std::string bytes;
+    for (const ojson& x : e["bytes"]) bytes += static_cast<char>(x.get<int>());
+    EXPECT_FALSE(bytes.empty());
+  }
+  b["stream"] = true;
+  const Sse s = post_sse(cli, "/v1/chat/completions", b);
+  ASSERT_TRUE(s.done) << s.raw;
+  ojson streamed = ojson::array();
+  for (const ojson& ev : s.events)
+    if (!ev["choices"].empty() && ev["choices"][0]["logprobs"].is_object())
+      for (const ojson& e : ev["choices"][0]["logprobs"]["content"]) streamed.push_back(e);
+  EXPECT_EQ(streamed, content);
+  ojson nolp = chat_body("Name a colour.", 6);
+  EXPECT_TRUE(post(cli, "/v1/chat/completions", nolp).body["choices"][0]["logprobs"].is_null());
+
+  const ojson c = {{"prompt", "Once upon a time"}, {"max_tokens", 5}, {"temperature", 0}, {"logprobs", 2},
+                   {"ignore_eos", true}, {"return_token_ids", true}};
+  const Reply cr = post(cli, "/v1/completions", c);
+  ASSERT_EQ(cr.status, 200) << cr.raw;
+  const ojson& lp = cr.body["choices"][0]["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), 5u) << cr.raw;
+  ASSERT_EQ(lp["token_logprobs"].size(), 5u);
+  ASSERT_EQ(lp["top_logprobs"].size(), 5u);
+  EXPECT_EQ(lp["text_offset"][0], 0);
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_LE(lp["top_logprobs"][i].size(), 2u);
+    EXPECT_DOUBLE_EQ(lp["top_logprobs"][i][lp["tokens"][i].get<std::string>()].get<double>(),
+                     lp["token_logprobs"][i].get<double>());
+  }
+  // A bias changes the choice but not the (raw) logprobs the choice is reported with.
+  ojson biased = c;
+  const int forced = cr.body["choices"][0]["token_ids"][1].get<int>() == 300 ? 301 : 300;
+  biased["logit_bias"] = {{std::to_string(forced), 100}};
+  const Reply br = post(cli, "/v1/completions", biased);
+  ASSERT_EQ(br.status, 200) << br.raw;
+  EXPECT_EQ(br.body["choices"][0]["token_ids"][0], forced);
+  EXPECT_LE(br.body["choices"][0]["logprobs"]["token_logprobs"][0].get<double>(), lp["token_logprobs"][0].get<double>());
 }
 
 TEST(Server, StopStringsAndSeeds) {

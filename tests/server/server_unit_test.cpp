@@ -88,7 +88,14 @@ TEST(GenerationParams, ReadsAndChecksFields) {
   expect_rejected({{"stream_options", {{"include_usage", true}}}}, Endpoint::kChat, "stream_options");
   expect_rejected({{"n", 2}}, Endpoint::kChat, "n");
   expect_rejected({{"best_of", 3}}, Endpoint::kCompletion, "best_of");
-  expect_rejected({{"logprobs", 1}}, Endpoint::kCompletion, "logprobs");
+  expect_rejected({{"logprobs", 21}}, Endpoint::kCompletion, "logprobs");
+  expect_rejected({{"logprobs", true}}, Endpoint::kCompletion, "logprobs");
+  expect_rejected({{"top_logprobs", 2}}, Endpoint::kChat, "top_logprobs");  // needs logprobs: true
+  expect_rejected({{"logprobs", true}, {"top_logprobs", -1}}, Endpoint::kChat, "top_logprobs");
+  EXPECT_EQ(parse_generation_params({{"logprobs", 3}}, Endpoint::kCompletion).top_logprobs, 3);
+  EXPECT_EQ(parse_generation_params({{"logprobs", true}}, Endpoint::kChat).top_logprobs, 0);
+  EXPECT_EQ(parse_generation_params({{"logprobs", true}, {"top_logprobs", 20}}, Endpoint::kChat).top_logprobs, 20);
+  EXPECT_EQ(parse_generation_params({{"logprobs", false}}, Endpoint::kChat).top_logprobs, -1);
   expect_rejected({{"suffix", "x"}}, Endpoint::kCompletion, "suffix");
   expect_rejected({{"min_p", 1.5}}, Endpoint::kChat, "min_p");
   expect_rejected({{"presence_penalty", 2.5}}, Endpoint::kChat, "presence_penalty");

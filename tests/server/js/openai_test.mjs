@@ -150,8 +150,13 @@ const e1 = await expectError(() => client.chat.completions.create({ model: 'nope
   'model', 'unknown model');
 check(e1 instanceof OpenAI.BadRequestError, 'BadRequestError', e1.constructor.name);
 await expectError(() => client.chat.completions.create({ model: 'm', messages: user('x'), n: 2 }), 400, 'n', 'n=2');
-await expectError(() => client.chat.completions.create({ model: 'm', messages: user('x'), logprobs: true }), 400,
-  'logprobs', 'logprobs');
+await expectError(() => client.chat.completions.create({ model: 'm', messages: user('x'), logprobs: true,
+  top_logprobs: 21 }), 400, 'top_logprobs', 'top_logprobs above 20');
+const lp = await client.chat.completions.create({ model: 'm', messages: user('x'), max_tokens: 3, temperature: 0,
+  logprobs: true, top_logprobs: 2 });
+check(lp.choices[0].logprobs.content.length === lp.usage.completion_tokens, 'a logprob per token', lp.choices[0]);
+check(lp.choices[0].logprobs.content.every((e) => e.logprob <= 0 && e.top_logprobs.length === 2 &&
+  Array.isArray(e.bytes)), 'logprob entries', lp.choices[0].logprobs);
 await expectError(() => client.chat.completions.create({ model: 'm', messages: user('x'), temperature: 'hot' }), 400,
   'temperature', 'wrong type');
 await expectError(() => client.chat.completions.create({ model: 'm', messages: user('word '.repeat(2000)) }), 400,
