@@ -13,8 +13,10 @@
 // state is copied into a PrefixCache; a later request whose prompt starts with a cached
 // prefix (and its image rows) starts from that copy.  Only chunk boundaries are stored, where a
 // cold run's next chunk starts too, so a cache hit changes nothing in the results: they stay
-// bit-identical to a lone run.  Cached states need memory beyond memory_budget, up to their own
-// budget.
+// bit-identical to a lone run.  A request whose prompt starts with the prompt prefix that a
+// running sequence is still prefilling waits for that sequence to store it (n > 1 choices, or
+// users with one system prompt at once, prefill it once).  Cached states need memory beyond
+// memory_budget, up to their own budget.
 //
 // Errors: submit() throws SchedulerBusy (a k3::Error) when the queue is full or the scheduler is
 // shut down -- the server maps it to 429/503 -- and plain k3::Error for an invalid request (400), naming the field.
@@ -151,6 +153,7 @@ class Scheduler {
   uint64_t running_state_bytes() const;
   PrefixKey prefix_key(const Request& r, size_t len) const;
   int64_t cache_point(int64_t prompt_tokens) const;
+  bool awaits_prefix(const Slot& next, const std::vector<std::unique_ptr<Slot>>& admitted) const;
 
   const Model& model_;
   const SchedulerOptions options_;

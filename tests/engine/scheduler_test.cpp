@@ -713,6 +713,29 @@ TEST_F(SchedulerTest, LogprobsFollowTheLogits) {
   EXPECT_THROW(sched.submit(bad), Error);
 }
 
+// The same prompt twice at once (n > 1 choices): the second waits for the first to store its
+// prefix instead of computing it beside it, then prefills only the rest.
+TEST_F(SchedulerTest, ConcurrentSamePromptIsPrefilledOnce) {
+  SchedulerOptions o;
+  o.max_batch = 4;
+  o.prefill_chunk = 8;
+  o.prefix_cache_bytes = 1ull << 30;
+  Scheduler sched(*model_, o);
+  const std::vector<int32_t> p = prompt(21, 97);
+  Batch batch;
+  batch.add(p, 5, SamplingParams{0.8f, 0, 1.0f, 1});
+  batch.add(p, 5, SamplingParams{0.8f, 0, 1.0f, 2});
+  batch.add(prompt(12, 98), 5);  // unrelated: not held back
+  batch.submit_all(sched);
+  std::vector<RequestResult> res;
+  for (auto& r : batch.runs) res.push_back(r->result.get());
+  EXPECT_EQ(res[0].cached_tokens, 0);
+  EXPECT_EQ(res[1].cached_tokens, 16);
+  EXPECT_EQ(res[2].cached_tokens, 0);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(batch.runs[i]->tokens, lone(batch.reqs[i], o.prefill_chunk)) << i;
+  EXPECT_EQ(sched.stats().prompt_tokens, 21 + 5 + 12);
+}
+
 TEST_F(SchedulerTest, SingleSlotServesEveryRequest) {
   SchedulerOptions o;
   o.max_batch = 1;
