@@ -171,8 +171,9 @@ struct GenerationJob::Output {
 };
 
 GenerationJob::GenerationJob(EngineHost& host, Endpoint endpoint, PreparedPrompt prompt, const GenerationParams& params,
-                             const ChatParserOptions& parser_options, Clock::time_point arrival)
-    : host_(host), endpoint_(endpoint), params_(params) {
+                             const ChatParserOptions& parser_options, Clock::time_point arrival, int index,
+                             const GenerationJob* first)
+    : host_(host), endpoint_(endpoint), params_(params), index_(index) {
   if (!host.ready())
     throw ApiError(503, host.state() == EngineHost::State::kLoading ? "the model is still loading; retry shortly"
                                                                      : "the server is shutting down");
@@ -191,8 +192,8 @@ GenerationJob::GenerationJob(EngineHost& host, Endpoint endpoint, PreparedPrompt
   channel_->arrival = arrival;
   channel_->metrics = &host.metrics();
   prompt_tokens_ = static_cast<int64_t>(prompt.tokens.size());
-  response_id_ = new_response_id(endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-");
-  created_ = static_cast<int64_t>(std::time(nullptr));
+  response_id_ = first ? first->response_id_ : new_response_id(endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-");
+  created_ = first ? first->created_ : static_cast<int64_t>(std::time(nullptr));
 
   Request r;
   r.prompt = std::move(prompt.tokens);
@@ -362,7 +363,7 @@ std::optional<ojson> GenerationJob::run(const std::function<bool()>& client_gone
   host_.metrics().count_finish(reason);
   ojson body = chunk_base();
   ojson choice = ojson::object();
-  choice["index"] = 0;
+  choice["index"] = index_;
   if (endpoint_ == Endpoint::kChat) {
     body["object"] = "chat.completion";
     choice["message"] = out_->message.to_openai();
@@ -373,18 +374,19 @@ std::optional<ojson> GenerationJob::run(const std::function<bool()>& client_gone
   choice["logprobs"] = take_logprobs();
   choice["finish_reason"] = reason;
   body["choices"] = ojson::array({choice});
-  body["usage"] = usage(result);
+  final_usage_ = usage(result);
+  body["usage"] = final_usage_;
   return body;
 }
 
-bool GenerationJob::stream(const std::function<bool(std::string_view)>& write) {
+bool GenerationJob::stream(const std::function<bool(std::string_view)>& write, bool whole) {
   const bool chat = endpoint_ == Endpoint::kChat;
   int next_call_index = 0;
   const auto event = [&](const ojson& v) { return write(cat("data: ", dump_json(v), "\n\n")); };
   const auto chunk = [&](ojson delta_or_text, const std::vector<int32_t>* ids, const ojson& reason) {
     ojson c = chunk_base();
     ojson choice = ojson::object();
-    choice["index"] = 0;
+    choice["index"] = index_;
     if (chat)
       choice["delta"] = std::move(delta_or_text);
     else
@@ -451,18 +453,22 @@ bool GenerationJob::stream(const std::function<bool(std::string_view)>& write) {
     const ojson e = error ? error_envelope(500, cat("generation failed: ", result.error))
                           : error_envelope(503, "the request was cancelled: the server is shutting down");
     if (!event(e)) return false;
-    return write("data: [DONE]\n\n");
+    return !whole || write("data: [DONE]\n\n");
   }
   const std::string reason = finish_reason(out_->stop_hit(), result, chat && !out_->message.tool_calls.empty());
   host_.metrics().count_finish(reason);
+  final_usage_ = usage(result);
   if (!chunk(chat ? ojson::object() : ojson(""), nullptr, reason)) return false;
-  if (params_.include_usage) {
-    ojson c = chunk_base();
-    c["choices"] = ojson::array();
-    c["usage"] = usage(result);
-    if (!event(c)) return false;
-  }
+  if (!whole) return true;
+  if (params_.include_usage && !write_usage_chunk(write, final_usage_)) return false;
   return write("data: [DONE]\n\n");
+}
+
+bool GenerationJob::write_usage_chunk(const std::function<bool(std::string_view)>& write, const ojson& usage) const {
+  ojson c = chunk_base();
+  c["choices"] = ojson::array();
+  c["usage"] = usage;
+  return write(cat("data: ", dump_json(c), "\n\n"));
 }
 
 }  // namespace k3::server

@@ -27,8 +27,11 @@ class GenerationJob {
  public:
   // Throws ApiError: 400 for a request the scheduler refuses, 429 when its queue is full, 503
   // while loading or shutting down.
+  // index: the choice's index (n > 1); first: the request's first choice, whose response id and
+  // creation time the others share.
   GenerationJob(EngineHost& host, Endpoint endpoint, PreparedPrompt prompt, const GenerationParams& params,
-                const ChatParserOptions& parser_options, std::chrono::steady_clock::time_point arrival);
+                const ChatParserOptions& parser_options, std::chrono::steady_clock::time_point arrival, int index = 0,
+                const GenerationJob* first = nullptr);
   // Cancels the request if it is still running.
   ~GenerationJob();
   GenerationJob(const GenerationJob&) = delete;
@@ -40,7 +43,12 @@ class GenerationJob {
   std::optional<ojson> run(const std::function<bool()>& client_gone = {});
   // Writes the SSE events ("data: {...}\n\n" ... "data: [DONE]\n\n") through `write`; false from
   // write means the client went away: the request is cancelled and stream() returns false.
-  bool stream(const std::function<bool(std::string_view)>& write);
+  // whole = false (one of n choices): no usage chunk and no [DONE]; the caller writes them once.
+  bool stream(const std::function<bool(std::string_view)>& write, bool whole = true);
+  // The usage object once run() or stream() finished normally (else null).
+  const ojson& final_usage() const { return final_usage_; }
+  // The closing usage chunk of a stream ("data: {...choices: [], usage}\n\n").
+  bool write_usage_chunk(const std::function<bool(std::string_view)>& write, const ojson& usage) const;
 
  private:
   struct Channel;
@@ -69,6 +77,8 @@ class GenerationJob {
   std::string response_id_;
   int64_t created_ = 0;
   int64_t prompt_tokens_ = 0;
+  int index_ = 0;
+  ojson final_usage_;
   std::deque<TokenLogprobs> lp_in_;                              // received, not fed yet
   std::vector<std::pair<int32_t, TokenLogprobs>> lp_unsent_;     // fed, not in a response yet
   int64_t text_offset_ = 0;                                      // completions' text_offset

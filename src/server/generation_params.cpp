@@ -112,9 +112,11 @@ GenerationParams parse_generation_params(const ojson& body, Endpoint endpoint) {
   get_string(body, "user");  // type check only
 
   // What k3 does not implement: refuse unless neutral.
-  for (const char* f : {"n", "best_of"}) {
-    if (auto v = get_int(body, f); v && *v != 1) unsupported(f, cat("k3 returns one choice per request; ", f, " must be 1"));
+  if (auto v = get_int(body, "n")) {
+    if (*v < 1 || *v > kMaxChoices) bad("n", cat("n must be in [1, ", kMaxChoices, "] (got ", *v, ")"));
+    g.n = static_cast<int>(*v);
   }
+  if (auto v = get_int(body, "best_of"); v && *v != 1) unsupported("best_of", "best_of is not supported; use n");
   const auto top_count = [&](const char* f) {
     const int64_t v = *get_int(body, f);
     if (v < 0 || v > kMaxTopLogprobs) bad(f, cat(f, " must be in [0, ", kMaxTopLogprobs, "] (got ", v, ")"));

@@ -4,10 +4,11 @@
 //   top_p (0, 1], top_k (0 or -1 = off), min_p [0, 1], presence_penalty / frequency_penalty
 //   [-2, 2], repetition_penalty (0, 2], logit_bias ({"token id": [-100, 100]}, at most 1024),
 //   seed, stop (string or list, matched on the text), stream, stream_options.include_usage,
-//   ignore_eos, user; chat logprobs (bool) + top_logprobs [0, 20], completions logprobs [0, 20];
+//   ignore_eos, user, n [1, 16]; chat logprobs (bool) + top_logprobs [0, 20], completions logprobs
+//   [0, 20];
 //   completions also return_token_ids, skip_special_tokens.
 // Fields k3 does not implement are refused with ApiError 400 naming the field, unless they hold
-// their neutral value: n / best_of other than 1, echo, suffix, and a response_format that asks
+// their neutral value: best_of other than 1, echo, suffix, and a response_format that asks
 // for JSON (k3 does not constrain decoding).  Unknown fields are ignored.
 #pragma once
 
@@ -35,7 +36,10 @@ struct GenerationParams {
   bool skip_special_tokens = false;  // completions: drop special tokens from the text
   bool parallel_tool_calls = true;   // false: at most one tool call is returned
   int top_logprobs = -1;             // -1: no logprobs; else the alternatives per token
+  int n = 1;                         // choices; choice i samples with seed + i
 };
+
+inline constexpr int kMaxChoices = 16;
 
 GenerationParams parse_generation_params(const ojson& body, Endpoint endpoint);
 

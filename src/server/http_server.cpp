@@ -3,12 +3,15 @@
 // (background model load, signals, shutdown).
 #include <httplib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "base/log.h"
 #include "server/api_error.h"
@@ -65,6 +68,7 @@ class HttpServer {
   httplib::Server::Handler api(std::function<void(const httplib::Request&, httplib::Response&)> f);
   void require_ready() const;
   void generate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res);
+  static ojson combined_usage(const std::vector<std::shared_ptr<GenerationJob>>& jobs);
   void tokenize(const httplib::Request& req, httplib::Response& res);
   void detokenize(const httplib::Request& req, httplib::Response& res);
   ojson model_card() const;
@@ -126,25 +130,87 @@ void HttpServer::generate(Endpoint endpoint, const httplib::Request& req, httpli
   } else {
     prompt = prepare_completion(host_, body);
   }
-  auto job = std::make_shared<GenerationJob>(host_, endpoint, std::move(prompt), params, popt, arrival);
+  // n choices: one scheduler request each (choice i samples with seed + i); the scheduler
+  // prefills their shared prompt once.  All are submitted before anything is answered, so a
+  // refusal (429) comes as a status, not in the middle of a stream.
+  std::vector<std::shared_ptr<GenerationJob>> jobs;
+  for (int i = 0; i < params.n; ++i) {
+    GenerationParams p = params;
+    p.sampling.seed += static_cast<uint64_t>(i);
+    jobs.push_back(std::make_shared<GenerationJob>(host_, endpoint, i + 1 < params.n ? prompt : std::move(prompt), p,
+                                                   popt, arrival, i, i ? jobs.front().get() : nullptr));
+  }
   if (!params.stream) {
     const std::optional<PeerConnection> peer =
         PeerConnection::find(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
-    std::optional<ojson> reply = job->run(peer ? std::function<bool()>([&] { return peer->hung_up(); })
-                                               : std::function<bool()>());
-    if (reply)
-      send_json(res, 200, *reply);
-    else
-      res.status = 499;  // nginx's "client closed request"; nobody is left to read it
+    const std::function<bool()> gone = peer ? std::function<bool()>([&] { return peer->hung_up(); }) : nullptr;
+    ojson body;
+    for (const auto& job : jobs) {
+      std::optional<ojson> reply = job->run(gone);
+      if (!reply) {
+        res.status = 499;  // nginx's "client closed request"; nobody is left to read it
+        return;
+      }
+      if (body.is_null())
+        body = std::move(*reply);
+      else
+        body["choices"].push_back((*reply)["choices"][0]);
+    }
+    if (jobs.size() > 1) body["usage"] = combined_usage(jobs);
+    send_json(res, 200, body);
     return;
   }
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
-  res.set_chunked_content_provider("text/event-stream", [job](size_t, httplib::DataSink& sink) {
-    const bool ok = job->stream([&](std::string_view s) { return sink.write(s.data(), s.size()); });
-    if (ok) sink.done();
-    return ok;
+  res.set_chunked_content_provider("text/event-stream", [jobs, usage = params.include_usage](size_t, httplib::DataSink& sink) {
+    if (jobs.size() == 1) {
+      const bool ok = jobs[0]->stream([&](std::string_view s) { return sink.write(s.data(), s.size()); });
+      if (ok) sink.done();
+      return ok;
+    }
+    // One thread per further choice; whole events go out one at a time.
+    std::mutex mu;
+    const auto write = [&](std::string_view s) {
+      std::lock_guard<std::mutex> lock(mu);
+      return sink.write(s.data(), s.size());
+    };
+    std::vector<char> ok(jobs.size(), 0);
+    std::vector<std::thread> others;
+    for (size_t i = 1; i < jobs.size(); ++i)
+      others.emplace_back([&, i] {
+        try {
+          ok[i] = jobs[i]->stream(write, false);
+        } catch (const std::exception&) {  // nothing may leave a thread; the stream just ends
+        }
+      });
+    try {
+      ok[0] = jobs[0]->stream(write, false);
+    } catch (const std::exception&) {
+    }
+    for (std::thread& t : others) t.join();
+    if (std::find(ok.begin(), ok.end(), 0) != ok.end()) return false;
+    if (usage && !jobs[0]->write_usage_chunk(write, combined_usage(jobs))) return false;
+    if (!write("data: [DONE]\n\n")) return false;
+    sink.done();
+    return true;
   });
+}
+
+// The usage of n choices: the prompt once (with its cached part), the completions summed.
+ojson HttpServer::combined_usage(const std::vector<std::shared_ptr<GenerationJob>>& jobs) {
+  ojson u = jobs.front()->final_usage();
+  if (!u.is_object()) return u;
+  int64_t completion = 0, reasoning = 0;
+  for (const auto& j : jobs) {
+    const ojson& x = j->final_usage();
+    if (!x.is_object()) continue;
+    completion += x["completion_tokens"].get<int64_t>();
+    if (x.contains("completion_tokens_details")) reasoning += x["completion_tokens_details"]["reasoning_tokens"].get<int64_t>();
+  }
+  u["completion_tokens"] = completion;
+  u["total_tokens"] = u["prompt_tokens"].get<int64_t>() + completion;
+  if (u.contains("completion_tokens_details")) u["completion_tokens_details"]["reasoning_tokens"] = reasoning;
+  return u;
 }
 
 void HttpServer::tokenize(const httplib::Request& req, httplib::Response& res) {

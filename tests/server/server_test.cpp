@@ -123,7 +123,7 @@ TEST(Server, ErrorEnvelopes) {
   expect_envelope(post(cli, "/v1/completions", {{"prompt", long_text}}), 400, "context", "prompt");
   // Unsupported fields are refused, naming the field; neutral values pass.
   for (const auto& [field, value] :
-       std::vector<std::pair<std::string, ojson>>{{"n", 2},
+       std::vector<std::pair<std::string, ojson>>{{"best_of", 2},
                                                   {"response_format", {{"type", "json_schema"}, {"json_schema", ojson::object()}}},
                                                   {"response_format", {{"type", "json_object"}}}}) {
     b = chat_body("hi");
@@ -390,6 +390,65 @@ TEST(Server, Logprobs) {
   ASSERT_EQ(br.status, 200) << br.raw;
   EXPECT_EQ(br.body["choices"][0]["token_ids"][0], forced);
   EXPECT_LE(br.body["choices"][0]["logprobs"]["token_logprobs"][0].get<double>(), lp["token_logprobs"][0].get<double>());
+}
+
+// n choices: choice i is what one request with seed + i gives; streamed, each index has its own
+// role, deltas and finish chunks, and one usage chunk sums the completions.
+TEST(Server, SeveralChoices) {
+  httplib::Client cli = client(main_server());
+  ojson c = {{"prompt", "Once upon a time"}, {"max_tokens", 6}, {"temperature", 1.0}, {"seed", 11}, {"n", 3},
+             {"ignore_eos", true}};
+  const Reply r = post(cli, "/v1/completions", c);
+  ASSERT_EQ(r.status, 200) << r.raw;
+  ASSERT_EQ(r.body["choices"].size(), 3u);
+  c.erase("n");
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(r.body["choices"][i]["index"], i);
+    c["seed"] = 11 + i;
+    EXPECT_EQ(r.body["choices"][i]["text"], post(cli, "/v1/completions", c).body["choices"][0]["text"]) << i;
+  }
+  EXPECT_EQ(r.body["usage"]["completion_tokens"], 18);
+  EXPECT_EQ(r.body["usage"]["total_tokens"], 18 + r.body["usage"]["prompt_tokens"].get<int>());
+
+  ojson b = chat_body("Tell me a story.", 5);
+  b["n"] = 2;
+  b["temperature"] = 0.9;
+  b["seed"] = 4;
+  b["ignore_eos"] = true;
+  const Reply whole = post(cli, "/v1/chat/completions", b);
+  ASSERT_EQ(whole.status, 200) << whole.raw;
+  b["stream"] = true;
+  b["stream_options"] = {{"include_usage", true}};
+  const Sse s = post_sse(cli, "/v1/chat/completions", b);
+  ASSERT_TRUE(s.done) << s.raw;
+  std::string text[2];
+  int roles[2] = {0, 0}, finishes[2] = {0, 0}, usages = 0;
+  for (const ojson& e : s.events) {
+    EXPECT_EQ(e["id"], s.events[0]["id"]) << "one response id for all choices";
+    if (e["choices"].empty()) {
+      ++usages;
+      EXPECT_EQ(e["usage"]["completion_tokens"], whole.body["usage"]["completion_tokens"]);
+      continue;
+    }
+    const int i = e["choices"][0]["index"];
+    ASSERT_TRUE(i == 0 || i == 1) << e;
+    const ojson& d = e["choices"][0]["delta"];
+    if (d.contains("role")) ++roles[i];
+    for (const char* f : {"reasoning_content", "content"})
+      if (d.contains(f)) text[i] += d[f].get<std::string>();
+    if (!e["choices"][0]["finish_reason"].is_null()) ++finishes[i];
+  }
+  EXPECT_EQ(usages, 1);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(roles[i], 1);
+    EXPECT_EQ(finishes[i], 1);
+    std::string want;
+    for (const char* f : {"reasoning_content", "content"})
+      if (whole.body["choices"][i]["message"][f].is_string()) want += whole.body["choices"][i]["message"][f].get<std::string>();
+    EXPECT_EQ(text[i], want) << i;
+  }
+  expect_envelope(post(cli, "/v1/completions", {{"prompt", "a"}, {"n", 0}}), 400, "n must be", "n");
+  expect_envelope(post(cli, "/v1/completions", {{"prompt", "a"}, {"n", 17}}), 400, "n must be", "n");
 }
 
 TEST(Server, StopStringsAndSeeds) {

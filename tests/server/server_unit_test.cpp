@@ -86,7 +86,9 @@ TEST(GenerationParams, ReadsAndChecksFields) {
   expect_rejected({{"stop", ojson::array({""})}}, Endpoint::kChat, "stop");
   expect_rejected({{"stream", "yes"}}, Endpoint::kChat, "stream");
   expect_rejected({{"stream_options", {{"include_usage", true}}}}, Endpoint::kChat, "stream_options");
-  expect_rejected({{"n", 2}}, Endpoint::kChat, "n");
+  expect_rejected({{"n", 0}}, Endpoint::kChat, "n");
+  expect_rejected({{"n", 17}}, Endpoint::kChat, "n");
+  EXPECT_EQ(parse_generation_params({{"n", 4}}, Endpoint::kChat).n, 4);
   expect_rejected({{"best_of", 3}}, Endpoint::kCompletion, "best_of");
   expect_rejected({{"logprobs", 21}}, Endpoint::kCompletion, "logprobs");
   expect_rejected({{"logprobs", true}}, Endpoint::kCompletion, "logprobs");

@@ -149,7 +149,9 @@ async function expectError(fn, status, param, what) {
 const e1 = await expectError(() => client.chat.completions.create({ model: 'nope', messages: user('x') }), 400,
   'model', 'unknown model');
 check(e1 instanceof OpenAI.BadRequestError, 'BadRequestError', e1.constructor.name);
-await expectError(() => client.chat.completions.create({ model: 'm', messages: user('x'), n: 2 }), 400, 'n', 'n=2');
+await expectError(() => client.chat.completions.create({ model: 'm', messages: user('x'), n: 17 }), 400, 'n', 'n=17');
+const two = await client.chat.completions.create({ model: 'm', messages: user('x'), n: 2, max_tokens: 3, seed: 1 });
+check(two.choices.length === 2 && two.choices[0].index === 0 && two.choices[1].index === 1, 'n=2 choices', two);
 await expectError(() => client.chat.completions.create({ model: 'm', messages: user('x'), logprobs: true,
   top_logprobs: 21 }), 400, 'top_logprobs', 'top_logprobs above 20');
 const lp = await client.chat.completions.create({ model: 'm', messages: user('x'), max_tokens: 3, temperature: 0,
@@ -166,7 +168,7 @@ await expectError(() => client.chat.completions.create({
 }), 400, 'messages', 'http image URL');
 await expectError(() => client.models.retrieve('other'), 404, null, 'unknown model id');
 const s = await expectError(async () => {
-  const st = await client.chat.completions.create({ model: 'm', messages: user('x'), stream: true, n: 3 });
+  const st = await client.chat.completions.create({ model: 'm', messages: user('x'), stream: true, n: 30 });
   for await (const _ of st) { /* not reached */ }
 }, 400, 'n', 'streamed request error');
 check(s instanceof OpenAI.BadRequestError, 'stream BadRequestError');
