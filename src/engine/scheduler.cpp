@@ -340,6 +340,8 @@ void Scheduler::step() {
   // Sample, then publish the counters, then run the callbacks (outside the lock).
   const int64_t vocab = model_.text().vocab_size;
   std::vector<std::pair<Slot*, int32_t>> emitted;
+  std::vector<std::pair<Slot*, std::string>> failed;
+  std::vector<float> masked;
   int64_t prompt_done = 0;
   if (error.empty()) {
     for (size_t i = 0; i < entries.size(); ++i) {
@@ -351,7 +353,20 @@ void Scheduler::step() {
         prefix_cache_->store(prefix_key(s.request, static_cast<size_t>(s.prefilled)), s.state);
       if (s.prefilled < static_cast<int64_t>(s.request.prompt.size())) continue;  // mid-prompt
       const float* row = logits.data() + i * static_cast<size_t>(vocab);
-      const int32_t tok = s.sampler->sample(row, vocab);
+      int32_t tok = 0;
+      try {
+        if (s.request.constraint) {
+          masked.assign(row, row + vocab);
+          s.request.constraint->mask(masked.data(), vocab);
+          tok = s.sampler->sample(masked.data(), vocab);
+          s.request.constraint->accept(tok);
+        } else {
+          tok = s.sampler->sample(row, vocab);
+        }
+      } catch (const std::exception& e) {
+        failed.emplace_back(&s, cat("constrained decoding failed: ", e.what()));
+        continue;
+      }
       ++s.generated;
       emitted.emplace_back(&s, tok);
       if (s.request.top_logprobs >= 0 && s.request.on_logprobs)
@@ -371,6 +386,7 @@ void Scheduler::step() {
   if (!error.empty()) {
     for (const Entry& e : entries) done.push_back({e.slot, {FinishReason::kError, error}});
   }
+  for (auto& [s, why] : failed) done.push_back({s, {FinishReason::kError, std::move(why)}});
   for (auto& [s, tok] : emitted) {
     const Request& r = s->request;
     bool keep = true;

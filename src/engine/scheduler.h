@@ -40,6 +40,7 @@
 #include "base/error.h"
 #include "engine/prefix_cache.h"
 #include "engine/sampler.h"
+#include "engine/token_constraint.h"
 #include "model/k3_model.h"
 
 namespace k3 {
@@ -90,6 +91,9 @@ struct Request {
   // TokenLogprobs with that many alternatives, just before on_token sees the token.
   int top_logprobs = -1;
   std::function<void(int32_t token, const TokenLogprobs&)> on_logprobs;
+  // Constrained decoding (e.g. ChatJsonConstraint): masks the logits before every sample and
+  // follows the sampled tokens.  Logprobs stay those of the raw logits.  Optional.
+  std::shared_ptr<TokenConstraint> constraint;
   // Called exactly once per accepted request, last.  Optional.
   std::function<void(const RequestResult&)> on_done;
 };

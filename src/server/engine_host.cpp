@@ -61,4 +61,10 @@ int64_t EngineHost::context_tokens() const {
   return ctx > 0 ? ctx : model_->text().max_position_embeddings;
 }
 
+std::shared_ptr<const VocabIndex> EngineHost::vocab_index() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!vocab_index_) vocab_index_ = std::make_shared<const VocabIndex>(*tokenizer_);
+  return vocab_index_;
+}
+
 }  // namespace k3::server

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 
+#include "engine/json_constraint.h"
 #include "engine/scheduler.h"
 #include "model/k3_model.h"
 #include "server/metrics.h"
@@ -48,6 +49,8 @@ class EngineHost {
   std::shared_ptr<Scheduler> scheduler() const;
   // Tokens one request's context holds (prompt + output).
   int64_t context_tokens() const;
+  // The tokenizer's VocabIndex for constrained decoding, built on first use (ready() only).
+  std::shared_ptr<const VocabIndex> vocab_index() const;
 
   const EngineOptions& options() const { return options_; }
   ServerMetrics& metrics() { return metrics_; }
@@ -61,6 +64,7 @@ class EngineHost {
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<VisionModel> vision_;
   std::shared_ptr<Scheduler> scheduler_;
+  mutable std::shared_ptr<const VocabIndex> vocab_index_;  // under mu_
   ServerMetrics metrics_;
 };
 

@@ -135,9 +135,13 @@ GenerationParams parse_generation_params(const ojson& body, Endpoint endpoint) {
       const ojson& rf = body["response_format"];
       if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string())
         bad("response_format", "response_format must be an object with a string \"type\"");
-      if (rf["type"] != "text")
-        unsupported("response_format", cat("'", rf["type"].get<std::string>(),
-                                           "' needs constrained decoding, which k3 does not do; use \"text\""));
+      const std::string type = rf["type"];
+      if (type == "json_object")
+        g.json_object = true;
+      else if (type == "json_schema")
+        unsupported("response_format", "json_schema is not supported (json_object and text are)");
+      else if (type != "text")
+        bad("response_format", cat("response_format type must be text, json_object or json_schema (got '", type, "')"));
     }
   } else {
     if (present(body, "logprobs")) g.top_logprobs = top_count("logprobs");

@@ -8,8 +8,8 @@
 //   [0, 20];
 //   completions also return_token_ids, skip_special_tokens.
 // Fields k3 does not implement are refused with ApiError 400 naming the field, unless they hold
-// their neutral value: best_of other than 1, echo, suffix, and a response_format that asks
-// for JSON (k3 does not constrain decoding).  Unknown fields are ignored.
+// their neutral value: best_of other than 1, echo, suffix, and response_format json_schema
+// (json_object is constrained decoding: engine/json_constraint.h).  Unknown fields are ignored.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +37,7 @@ struct GenerationParams {
   bool parallel_tool_calls = true;   // false: at most one tool call is returned
   int top_logprobs = -1;             // -1: no logprobs; else the alternatives per token
   int n = 1;                         // choices; choice i samples with seed + i
+  bool json_object = false;          // chat: response_format {"type": "json_object"}
 };
 
 inline constexpr int kMaxChoices = 16;

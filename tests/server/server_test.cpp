@@ -124,8 +124,7 @@ TEST(Server, ErrorEnvelopes) {
   // Unsupported fields are refused, naming the field; neutral values pass.
   for (const auto& [field, value] :
        std::vector<std::pair<std::string, ojson>>{{"best_of", 2},
-                                                  {"response_format", {{"type", "json_schema"}, {"json_schema", ojson::object()}}},
-                                                  {"response_format", {{"type", "json_object"}}}}) {
+                                                  {"response_format", {{"type", "json_schema"}, {"json_schema", ojson::object()}}}}) {
     b = chat_body("hi");
     b[field] = value;
     const Reply r = post(cli, "/v1/chat/completions", b);
@@ -449,6 +448,33 @@ TEST(Server, SeveralChoices) {
   }
   expect_envelope(post(cli, "/v1/completions", {{"prompt", "a"}, {"n", 0}}), 400, "n must be", "n");
   expect_envelope(post(cli, "/v1/completions", {{"prompt", "a"}, {"n", 17}}), 400, "n must be", "n");
+}
+
+// response_format json_object: the content is one JSON object and the message ends properly
+// (equal biases on '}' and '"' let the random model's object close within a few tokens).
+TEST(Server, JsonObjectResponses) {
+  httplib::Client cli = client(main_server());
+  const int brace = post(cli, "/tokenize", {{"prompt", "}"}})["tokens"][0];
+  const int quote = post(cli, "/tokenize", {{"prompt", "\""}})["tokens"][0];
+  for (int seed = 0; seed < 4; ++seed) {
+    ojson b = chat_body("Reply in JSON.", 200);
+    b["response_format"] = {{"type", "json_object"}};
+    b["chat_template_kwargs"] = {{"thinking", false}};
+    b["temperature"] = 0.7;
+    b["seed"] = seed;
+    b["logit_bias"] = {{std::to_string(brace), 10}, {std::to_string(quote), 10}};
+    const Reply r = post(cli, "/v1/chat/completions", b);
+    ASSERT_EQ(r.status, 200) << r.raw;
+    const ojson& m = r.body["choices"][0]["message"];
+    ASSERT_TRUE(m["content"].is_string()) << r.raw;
+    EXPECT_EQ(r.body["choices"][0]["finish_reason"], "stop") << r.raw;
+    const std::string content = m["content"];
+    ASSERT_TRUE(ojson::accept(content)) << content;
+    EXPECT_TRUE(ojson::parse(content).is_object()) << content;
+  }
+  ojson bad = chat_body("x");
+  bad["response_format"] = {{"type", "yaml"}};
+  expect_envelope(post(cli, "/v1/chat/completions", bad), 400, "response_format type", "response_format");
 }
 
 TEST(Server, StopStringsAndSeeds) {

@@ -116,7 +116,8 @@ TEST(GenerationParams, ReadsAndChecksFields) {
   EXPECT_FLOAT_EQ(pen.sampling.frequency_penalty, -1.0f);
   EXPECT_FLOAT_EQ(pen.sampling.repetition_penalty, 1.2f);
   EXPECT_FLOAT_EQ(pen.sampling.min_p, 0.05f);
-  expect_rejected({{"response_format", {{"type", "json_object"}}}}, Endpoint::kChat, "response_format");
+  expect_rejected({{"response_format", {{"type", "json_schema"}}}}, Endpoint::kChat, "response_format");
+  EXPECT_TRUE(parse_generation_params({{"response_format", {{"type", "json_object"}}}}, Endpoint::kChat).json_object);
   // Neutral values of unimplemented fields pass.
   EXPECT_NO_THROW(parse_generation_params(ojson::parse(R"({"n": 1, "presence_penalty": 0, "frequency_penalty": 0.0,
       "repetition_penalty": 1, "min_p": 0, "logprobs": false, "logit_bias": {}, "response_format": {"type": "text"}})"),

@@ -1,0 +1,149 @@
+#include "engine/json_constraint.h"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+#include "base/error.h"
+#include "text/tokenizer.h"
+
+namespace k3 {
+
+VocabIndex::VocabIndex(const Tokenizer& tokenizer) {
+  std::vector<std::pair<std::string, int32_t>> all;
+  for (int32_t id = 0; id < tokenizer.vocab_size(); ++id) {
+    if (tokenizer.is_special(id)) continue;
+    try {
+      std::string_view b = tokenizer.token_bytes(id);
+      if (!b.empty()) all.emplace_back(std::string(b), id);
+    } catch (const Error&) {  // an id without bytes (a gap in the ranks)
+    }
+  }
+  std::sort(all.begin(), all.end());
+  ids_.reserve(all.size());
+  bytes_.reserve(all.size());
+  lcp_.reserve(all.size());
+  for (size_t i = 0; i < all.size(); ++i) {
+    size_t l = 0;
+    if (i > 0) {
+      const std::string& a = all[i - 1].first;
+      const std::string& b = all[i].first;
+      while (l < a.size() && l < b.size() && a[l] == b[l]) ++l;
+    }
+    lcp_.push_back(static_cast<uint32_t>(l));
+    ids_.push_back(all[i].second);
+    bytes_.push_back(std::move(all[i].first));
+  }
+}
+
+std::vector<int32_t> VocabIndex::prefixes_of(std::string_view text) const {
+  std::vector<int32_t> out;
+  for (size_t len = 1; len <= text.size(); ++len) {
+    const std::string_view p = text.substr(0, len);
+    auto it = std::lower_bound(bytes_.begin(), bytes_.end(), p, [](const std::string& a, std::string_view b) { return a < b; });
+    if (it != bytes_.end() && *it == p) out.push_back(ids_[static_cast<size_t>(it - bytes_.begin())]);
+  }
+  return out;
+}
+
+ChatJsonConstraint::ChatJsonConstraint(std::shared_ptr<const VocabIndex> index, const Tokenizer& tokenizer,
+                                       bool thinking, std::vector<int32_t> stop_tokens)
+    : index_(std::move(index)), tokenizer_(tokenizer), stops_(std::move(stop_tokens)) {
+  open_ = tokenizer.require_special("<|open|>");
+  close_ = tokenizer.require_special("<|close|>");
+  sep_ = tokenizer.require_special("<|sep|>");
+  end_ = tokenizer.require_special("<|end_of_msg|>");
+  phase_ = thinking ? Phase::kReasoning : Phase::kJson;
+}
+
+void ChatJsonConstraint::force(std::initializer_list<Forced> items, Phase then) {
+  forced_.assign(items.begin(), items.end());
+  after_forced_ = then;
+  phase_ = Phase::kForced;
+}
+
+void ChatJsonConstraint::mask(float* logits, int64_t vocab) {
+  constexpr float kOff = -std::numeric_limits<float>::infinity();
+  const auto only = [&](const std::vector<int32_t>& ids) {
+    allow_.assign(static_cast<size_t>(vocab), 0);
+    for (int32_t t : ids)
+      if (t >= 0 && t < vocab) allow_[t] = 1;
+    for (int64_t t = 0; t < vocab; ++t)
+      if (!allow_[t]) logits[t] = kOff;
+  };
+  switch (phase_) {
+    case Phase::kReasoning:
+      for (int32_t t : stops_)
+        if (t >= 0 && t < vocab) logits[t] = kOff;
+      return;
+    case Phase::kForced: {
+      const Forced& f = forced_.front();
+      only(f.special >= 0 ? std::vector<int32_t>{f.special} : index_->prefixes_of(f.text));
+      return;
+    }
+    case Phase::kEnd:  // the message is closed: only a stop (with ignore_eos, anything)
+      if (!stops_.empty()) only(stops_);
+      return;
+    case Phase::kJson:
+      break;
+  }
+  // Every ordinary token whose bytes all continue the JSON text.  states_[d] is the recogniser
+  // after d bytes of the current token; a token shares states_[0..lcp] with the one before, and a
+  // token that shares a prefix that already failed fails too (`dead`: that prefix's length).
+  std::vector<int32_t> ok;
+  states_.assign(1, json_);
+  size_t dead = std::numeric_limits<size_t>::max();
+  for (size_t i = 0; i < index_->size(); ++i) {
+    const std::string_view b = index_->bytes(i);
+    const size_t l = index_->lcp(i);
+    if (l >= dead) continue;
+    dead = std::numeric_limits<size_t>::max();
+    states_.resize(std::min(states_.size(), l + 1));
+    bool good = true;
+    for (size_t d = states_.size() - 1; d < b.size(); ++d) {
+      JsonValidator v = states_[d];
+      if (!v.feed(static_cast<uint8_t>(b[d]))) {
+        dead = d + 1;
+        good = false;
+        break;
+      }
+      states_.push_back(v);
+    }
+    if (good) ok.push_back(index_->id(i));
+  }
+  K3_CHECK(!ok.empty(), "json_object: no token can continue the JSON text");
+  only(ok);
+}
+
+void ChatJsonConstraint::accept(int32_t token) {
+  switch (phase_) {
+    case Phase::kReasoning:
+      if (token == close_)
+        force({{-1, "think"}, {sep_, ""}, {open_, ""}, {-1, "response"}, {sep_, ""}}, Phase::kJson);
+      else if (token == open_)
+        force({{-1, "response"}, {sep_, ""}}, Phase::kJson);
+      return;
+    case Phase::kForced: {
+      Forced& f = forced_.front();
+      if (f.special >= 0) {
+        forced_.pop_front();
+      } else {
+        const std::string_view b = tokenizer_.token_bytes(token);
+        f.text.erase(0, std::min(f.text.size(), b.size()));
+        if (f.text.empty()) forced_.pop_front();
+      }
+      if (forced_.empty()) phase_ = after_forced_;
+      return;
+    }
+    case Phase::kJson:
+      json_.feed(tokenizer_.token_bytes(token));
+      if (json_.complete())
+        force({{close_, ""}, {-1, "response"}, {sep_, ""}, {close_, ""}, {-1, "message"}, {sep_, ""}, {end_, ""}},
+              Phase::kEnd);
+      return;
+    case Phase::kEnd:
+      return;
+  }
+}
+
+}  // namespace k3

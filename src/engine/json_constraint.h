@@ -1,0 +1,79 @@
+// response_format {"type": "json_object"} for K3 chat: the assistant message must carry one JSON
+// object in its response channel.  Token by token:
+//   reasoning (thinking on)  anything but a stop token, until <|close|> (or <|open|>) starts the
+//                            way into the response channel
+//   opening                  forced: the rest of "<|close|>think<|sep|><|open|>response<|sep|>"
+//   JSON                     only ordinary tokens whose bytes keep the response a prefix of a
+//                            JSON object (JsonValidator, object_only)
+//   closing                  once the object is complete, forced:
+//                            "<|close|>response<|sep|><|close|>message<|sep|><|end_of_msg|>"
+// Forced text ("think", "response", "message") may come as any ordinary tokens that spell it.
+// So the parsed message has the reasoning, and content = exactly the JSON object (no tool calls).
+// A generation cut by max_tokens stops wherever it is, as OpenAI's does (finish_reason length).
+//
+// The JSON mask walks every ordinary token's bytes through a copy of the recogniser, in byte
+// order (VocabIndex), so tokens that share a prefix share its work and a dead prefix is skipped.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/token_constraint.h"
+#include "text/json_validator.h"
+
+namespace k3 {
+
+class Tokenizer;
+
+// The ordinary (non-special) tokens sorted by their bytes, with each one's common prefix length
+// with the one before.  Built once per tokenizer; immutable and shareable.
+class VocabIndex {
+ public:
+  explicit VocabIndex(const Tokenizer& tokenizer);
+  size_t size() const { return ids_.size(); }
+  int32_t id(size_t i) const { return ids_[i]; }
+  std::string_view bytes(size_t i) const { return bytes_[i]; }
+  size_t lcp(size_t i) const { return lcp_[i]; }
+  // Ordinary tokens whose bytes are a non-empty prefix of `text`.
+  std::vector<int32_t> prefixes_of(std::string_view text) const;
+
+ private:
+  std::vector<int32_t> ids_;
+  std::vector<std::string> bytes_;
+  std::vector<uint32_t> lcp_;
+};
+
+class ChatJsonConstraint : public TokenConstraint {
+ public:
+  // thinking: the generation prompt opened the think channel (else the response channel);
+  // stop_tokens: the request's stop tokens, kept out until the message is closed.
+  ChatJsonConstraint(std::shared_ptr<const VocabIndex> index, const Tokenizer& tokenizer, bool thinking,
+                     std::vector<int32_t> stop_tokens);
+  void mask(float* logits, int64_t vocab) override;
+  void accept(int32_t token) override;
+
+ private:
+  enum class Phase { kReasoning, kForced, kJson, kEnd };
+  struct Forced {  // a special token, or text spelled by ordinary tokens
+    int32_t special = -1;
+    std::string text;
+  };
+  void force(std::initializer_list<Forced> items, Phase then);
+
+  std::shared_ptr<const VocabIndex> index_;
+  const Tokenizer& tokenizer_;
+  std::vector<int32_t> stops_;
+  int32_t open_ = -1, close_ = -1, sep_ = -1, end_ = -1;
+  Phase phase_;
+  std::deque<Forced> forced_;
+  Phase after_forced_ = Phase::kJson;
+  JsonValidator json_{true};
+  std::vector<uint8_t> allow_;           // scratch: per token
+  std::vector<JsonValidator> states_;    // scratch: the recogniser after each byte of the walk
+};
+
+}  // namespace k3

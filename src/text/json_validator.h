@@ -1,0 +1,83 @@
+// An incremental, byte-at-a-time JSON (RFC 8259) recogniser: feed() says whether a byte can
+// continue a text that is still the prefix of some valid JSON document, complete() whether a
+// whole document has been read.  It is what constrained decoding (response_format json_object)
+// runs every candidate token's bytes through, so its state is a small copyable value: a caller
+// copies it, tries bytes, and keeps or drops the copy.
+//
+// Checked: structure (objects, arrays, ':' and ',' placement, no trailing commas), strings (no
+// raw control characters, valid escapes, \u with 4 hex digits, well-formed UTF-8: no overlong
+// forms, surrogates or code points above U+10FFFF), numbers (JSON's grammar: no leading zeros,
+// digits after '.' and 'e'), the literals true / false / null, and nesting up to kMaxDepth.
+// Not checked: duplicate keys, or \u surrogate pairing (both are valid JSON text).
+//
+// Two limits keep a constrained generation from running away: whitespace outside strings comes
+// in runs of at most kMaxWhitespaceRun bytes, and with object_only the document must be an object.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace k3 {
+
+class JsonValidator {
+ public:
+  static constexpr int kMaxDepth = 32;
+  static constexpr int kMaxWhitespaceRun = 8;
+
+  explicit JsonValidator(bool object_only = false) : object_only_(object_only) {}
+
+  // Consumes c when it keeps the text a valid JSON prefix; otherwise returns false and the state
+  // is no longer meaningful (callers try bytes on a copy).
+  bool feed(uint8_t c);
+  bool feed(std::string_view bytes) {
+    for (char c : bytes)
+      if (!feed(static_cast<uint8_t>(c))) return false;
+    return true;
+  }
+  // A whole document has been read (only whitespace may follow).
+  bool complete() const { return mode_ == Mode::kDone; }
+  // complete(), or a top-level number that the end of the text would finish ("12").
+  bool complete_at_end() const {
+    return complete() || (mode_ == Mode::kNumber && depth_ == 0 &&
+                          (num_ == Num::kZero || num_ == Num::kInt || num_ == Num::kFrac || num_ == Num::kExp));
+  }
+  int depth() const { return depth_; }
+
+ private:
+  enum class Mode : uint8_t {
+    kStart,      // before the document
+    kValue,      // a value must come (after ':' or ',' in an array)
+    kObjFirst,   // after '{': a key or '}'
+    kObjKey,     // after ',' in an object: a key
+    kColon,      // after a key
+    kArrFirst,   // after '[': a value or ']'
+    kAfter,      // after a value inside a container: ',' or the closer
+    kString,     // inside a string (key_ says whether it is a key)
+    kNumber,
+    kLiteral,
+    kDone,
+  };
+  enum class Num : uint8_t { kMinus, kZero, kInt, kDot, kFrac, kE, kESign, kExp };
+
+  bool start_value(uint8_t c);
+  bool after_value();  // a value just ended: where the parser goes next
+  bool structural(uint8_t c);
+  bool string_byte(uint8_t c);
+  bool number_byte(uint8_t c);
+  bool whitespace();
+
+  bool object_only_;
+  Mode mode_ = Mode::kStart;
+  bool key_ = false;       // the current string is an object key
+  Num num_ = Num::kMinus;  // number sub-state
+  uint8_t lit_ = 0;        // literal: which one (0 true, 1 false, 2 null) ...
+  uint8_t lit_pos_ = 0;    // ... and how many of its bytes were read
+  uint8_t escape_ = 0;     // string: 1 after '\', 2..5 = hex digits of \u still to come + 1
+  uint8_t utf8_left_ = 0;  // string: continuation bytes still to come
+  uint8_t utf8_lo_ = 0x80, utf8_hi_ = 0xBF;  // the range the next continuation byte must be in
+  uint8_t ws_run_ = 0;
+  int depth_ = 0;
+  uint8_t stack_[kMaxDepth] = {};  // '{' or '['
+};
+
+}  // namespace k3

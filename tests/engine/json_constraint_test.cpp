@@ -1,0 +1,125 @@
+// ChatJsonConstraint on a synthetic K3 tokenizer, driven by random logits (with biases that make
+// objects close in reasonable time): every masked step leaves a token, the response is a JSON
+// object by nlohmann's parser, the forced K3 frame around it is exact, and the chat output
+// parser reads the result back as {reasoning, content = the object}.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "engine/json_constraint.h"
+#include "support/test_support.h"
+#include "text/chat_output_parser.h"
+#include "text/synth_tokenizer.h"
+#include "text/tokenizer.h"
+
+namespace k3 {
+namespace {
+
+class JsonConstraintTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new testing::TempDir();
+    write_synth_tokenizer(dir_->path(), 2048);
+    tok_ = new Tokenizer(Tokenizer::from_model_dir(dir_->path()));
+    index_ = std::make_shared<const VocabIndex>(*tok_);
+  }
+  static void TearDownTestSuite() {
+    delete tok_;
+    delete dir_;
+    index_.reset();
+  }
+
+  // Runs the constraint for up to `steps` tokens from random logits; biases favour tokens whose
+  // bytes contain these characters.  Returns the tokens, stopping after <|end_of_msg|>.
+  std::vector<int32_t> run(bool thinking, uint32_t seed, int steps, int close_after = 5) {
+    const int32_t end = tok_->require_special("<|end_of_msg|>"), close = tok_->require_special("<|close|>");
+    ChatJsonConstraint c(index_, *tok_, thinking, {end});
+    std::mt19937 g(seed);
+    std::normal_distribution<float> nd;
+    const int64_t vocab = tok_->vocab_size();
+    std::vector<float> logits(vocab);
+    std::vector<int32_t> out;
+    for (int s = 0; s < steps; ++s) {
+      for (int64_t t = 0; t < vocab; ++t) {
+        logits[t] = nd(g);
+        if (tok_->is_special(t)) {
+          if (t == close && s >= close_after) logits[t] += 8.0f;  // end the reasoning after a while
+          continue;
+        }
+        const std::string_view b = tok_->token_bytes(static_cast<int32_t>(t));
+        if (b.find('}') != std::string_view::npos) logits[t] += 3.0f;
+        if (b.find('"') != std::string_view::npos) logits[t] += 2.0f;
+      }
+      c.mask(logits.data(), vocab);
+      const int32_t pick = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      EXPECT_TRUE(std::isfinite(logits[pick])) << "no token allowed at step " << s;
+      c.accept(pick);
+      out.push_back(pick);
+      if (pick == end) break;
+    }
+    return out;
+  }
+
+  static testing::TempDir* dir_;
+  static Tokenizer* tok_;
+  static std::shared_ptr<const VocabIndex> index_;
+};
+testing::TempDir* JsonConstraintTest::dir_ = nullptr;
+Tokenizer* JsonConstraintTest::tok_ = nullptr;
+std::shared_ptr<const VocabIndex> JsonConstraintTest::index_;
+
+const std::string kClose = "<|close|>response<|sep|><|close|>message<|sep|><|end_of_msg|>";
+
+TEST_F(JsonConstraintTest, ResponsesAreJsonObjectsInTheK3Frame) {
+  int finished = 0;
+  for (uint32_t seed = 0; seed < 40; ++seed) {
+    for (bool thinking : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "seed " << seed << " thinking " << thinking);
+      const std::vector<int32_t> ids = run(thinking, seed, 400);
+      const std::string text = tok_->decode_bytes(ids);
+      std::string body = text;
+      if (thinking) {
+        const std::string open = "<|close|>think<|sep|><|open|>response<|sep|>";
+        const size_t at = text.find(open);
+        ASSERT_NE(at, std::string::npos) << text;
+        body = text.substr(at + open.size());
+      }
+      if (ids.back() != tok_->require_special("<|end_of_msg|>")) {  // cut by the step limit: a valid prefix
+        JsonValidator v(true);
+        EXPECT_TRUE(v.feed(body)) << body;
+        continue;
+      }
+      ++finished;
+      ASSERT_GE(body.size(), kClose.size());
+      ASSERT_EQ(body.substr(body.size() - kClose.size()), kClose) << body;
+      const std::string json = body.substr(0, body.size() - kClose.size());
+      ASSERT_TRUE(nlohmann::json::accept(json)) << json;
+      EXPECT_TRUE(nlohmann::json::parse(json).is_object()) << json;
+      ChatParserOptions po;
+      po.thinking = thinking;
+      ChatOutputParser parser(po, tok_);
+      for (int32_t t : ids) parser.feed_token(t);
+      const ParsedChatMessage m = parser.finish();
+      ASSERT_TRUE(m.content.has_value());
+      EXPECT_EQ(*m.content, json);
+      EXPECT_FALSE(m.degraded) << text;
+      EXPECT_TRUE(m.stopped);
+      EXPECT_EQ(m.reasoning_content.has_value(), thinking && text.find("<|close|>think") > 0);
+    }
+  }
+  EXPECT_GE(finished, 40) << "the biases should close most objects within 400 tokens";
+}
+
+TEST_F(JsonConstraintTest, ForcedTextAcceptsAnySpelling) {
+  const std::vector<int32_t> r = index_->prefixes_of("response");
+  ASSERT_FALSE(r.empty());
+  for (int32_t id : r) EXPECT_EQ(std::string("response").rfind(std::string(tok_->token_bytes(id)), 0), 0u);
+  // "r" alone is always there (single bytes are tokens).
+  EXPECT_NE(std::find(r.begin(), r.end(), tok_->encode("r").at(0)), r.end());
+  EXPECT_TRUE(index_->prefixes_of("").empty());
+}
+
+}  // namespace
+}  // namespace k3
