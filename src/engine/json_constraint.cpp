@@ -46,9 +46,50 @@ std::vector<int32_t> VocabIndex::prefixes_of(std::string_view text) const {
   return out;
 }
 
+namespace {
+
+// Every ordinary token whose bytes all continue the text `start` has read.  states[d] is the
+// recogniser after d bytes of the current token; a token shares states[0..lcp] with the one
+// before, and a token that shares a prefix that already failed fails too (`dead`: the length of
+// that prefix).
+template <class R>
+std::vector<int32_t> viable_tokens(const VocabIndex& index, const R& start) {
+  thread_local std::vector<R> states;
+  std::vector<int32_t> ok;
+  states.assign(1, start);
+  size_t dead = std::numeric_limits<size_t>::max();
+  for (size_t i = 0; i < index.size(); ++i) {
+    const std::string_view b = index.bytes(i);
+    const size_t l = index.lcp(i);
+    if (l >= dead) continue;
+    dead = std::numeric_limits<size_t>::max();
+    if (states.size() > l + 1) states.erase(states.begin() + static_cast<std::ptrdiff_t>(l + 1), states.end());
+    bool good = true;
+    for (size_t d = states.size() - 1; d < b.size(); ++d) {
+      R v = states[d];
+      if (!v.feed(static_cast<uint8_t>(b[d]))) {
+        dead = d + 1;
+        good = false;
+        break;
+      }
+      states.push_back(v);
+    }
+    if (good) ok.push_back(index.id(i));
+  }
+  return ok;
+}
+
+}  // namespace
+
 ChatJsonConstraint::ChatJsonConstraint(std::shared_ptr<const VocabIndex> index, const Tokenizer& tokenizer,
-                                       bool thinking, std::vector<int32_t> stop_tokens)
-    : index_(std::move(index)), tokenizer_(tokenizer), stops_(std::move(stop_tokens)) {
+                                       bool thinking, std::vector<int32_t> stop_tokens,
+                                       std::shared_ptr<const CompiledSchema> schema)
+    : index_(std::move(index)),
+      tokenizer_(tokenizer),
+      stops_(std::move(stop_tokens)),
+      schema_(std::move(schema)),
+      json_(JsonValidator(true)) {
+  if (schema_) json_ = SchemaValidator(schema_.get());
   open_ = tokenizer.require_special("<|open|>");
   close_ = tokenizer.require_special("<|close|>");
   sep_ = tokenizer.require_special("<|sep|>");
@@ -87,31 +128,8 @@ void ChatJsonConstraint::mask(float* logits, int64_t vocab) {
     case Phase::kJson:
       break;
   }
-  // Every ordinary token whose bytes all continue the JSON text.  states_[d] is the recogniser
-  // after d bytes of the current token; a token shares states_[0..lcp] with the one before, and a
-  // token that shares a prefix that already failed fails too (`dead`: that prefix's length).
-  std::vector<int32_t> ok;
-  states_.assign(1, json_);
-  size_t dead = std::numeric_limits<size_t>::max();
-  for (size_t i = 0; i < index_->size(); ++i) {
-    const std::string_view b = index_->bytes(i);
-    const size_t l = index_->lcp(i);
-    if (l >= dead) continue;
-    dead = std::numeric_limits<size_t>::max();
-    states_.resize(std::min(states_.size(), l + 1));
-    bool good = true;
-    for (size_t d = states_.size() - 1; d < b.size(); ++d) {
-      JsonValidator v = states_[d];
-      if (!v.feed(static_cast<uint8_t>(b[d]))) {
-        dead = d + 1;
-        good = false;
-        break;
-      }
-      states_.push_back(v);
-    }
-    if (good) ok.push_back(index_->id(i));
-  }
-  K3_CHECK(!ok.empty(), "json_object: no token can continue the JSON text");
+  const std::vector<int32_t> ok = std::visit([&](const auto& r) { return viable_tokens(*index_, r); }, json_);
+  K3_CHECK(!ok.empty(), "no token can continue the JSON text");
   only(ok);
 }
 
@@ -136,8 +154,7 @@ void ChatJsonConstraint::accept(int32_t token) {
       return;
     }
     case Phase::kJson:
-      json_.feed(tokenizer_.token_bytes(token));
-      if (json_.complete())
+      if (std::visit([&](auto& r) { return r.feed(tokenizer_.token_bytes(token)) && r.complete(); }, json_))
         force({{close_, ""}, {-1, "response"}, {sep_, ""}, {close_, ""}, {-1, "message"}, {sep_, ""}, {end_, ""}},
               Phase::kEnd);
       return;

@@ -1,10 +1,12 @@
-// response_format {"type": "json_object"} for K3 chat: the assistant message must carry one JSON
-// object in its response channel.  Token by token:
+// response_format json_object / json_schema for K3 chat: the assistant message must carry one
+// JSON object (that satisfies the schema, text/json_schema.h) in its response channel.  Token
+// by token:
 //   reasoning (thinking on)  anything but a stop token, until <|close|> (or <|open|>) starts the
 //                            way into the response channel
 //   opening                  forced: the rest of "<|close|>think<|sep|><|open|>response<|sep|>"
 //   JSON                     only ordinary tokens whose bytes keep the response a prefix of a
-//                            JSON object (JsonValidator, object_only)
+//                            JSON object (JsonValidator, object_only) or of a document the
+//                            schema accepts (SchemaValidator)
 //   closing                  once the object is complete, forced:
 //                            "<|close|>response<|sep|><|close|>message<|sep|><|end_of_msg|>"
 // Forced text ("think", "response", "message") may come as any ordinary tokens that spell it.
@@ -20,9 +22,11 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "engine/token_constraint.h"
+#include "text/json_schema.h"
 #include "text/json_validator.h"
 
 namespace k3 {
@@ -50,9 +54,10 @@ class VocabIndex {
 class ChatJsonConstraint : public TokenConstraint {
  public:
   // thinking: the generation prompt opened the think channel (else the response channel);
-  // stop_tokens: the request's stop tokens, kept out until the message is closed.
+  // stop_tokens: the request's stop tokens, kept out until the message is closed; schema: null
+  // for any JSON object.
   ChatJsonConstraint(std::shared_ptr<const VocabIndex> index, const Tokenizer& tokenizer, bool thinking,
-                     std::vector<int32_t> stop_tokens);
+                     std::vector<int32_t> stop_tokens, std::shared_ptr<const CompiledSchema> schema = nullptr);
   void mask(float* logits, int64_t vocab) override;
   void accept(int32_t token) override;
 
@@ -71,9 +76,9 @@ class ChatJsonConstraint : public TokenConstraint {
   Phase phase_;
   std::deque<Forced> forced_;
   Phase after_forced_ = Phase::kJson;
-  JsonValidator json_{true};
-  std::vector<uint8_t> allow_;           // scratch: per token
-  std::vector<JsonValidator> states_;    // scratch: the recogniser after each byte of the walk
+  std::shared_ptr<const CompiledSchema> schema_;
+  std::variant<JsonValidator, SchemaValidator> json_;
+  std::vector<uint8_t> allow_;  // scratch: per token
 };
 
 }  // namespace k3

@@ -201,8 +201,9 @@ GenerationJob::GenerationJob(EngineHost& host, Endpoint endpoint, PreparedPrompt
   r.embedding_rows = std::move(prompt.media_rows);
   r.max_tokens = params.max_tokens;
   r.sampling = params.sampling;
-  if (params.json_object && endpoint == Endpoint::kChat)
-    r.constraint = std::make_shared<ChatJsonConstraint>(host.vocab_index(), host.tokenizer(), parser_options.thinking, stops);
+  if ((params.json_object || params.json_schema) && endpoint == Endpoint::kChat)
+    r.constraint = std::make_shared<ChatJsonConstraint>(host.vocab_index(), host.tokenizer(), parser_options.thinking,
+                                                        stops, params.json_schema);
   r.stop_tokens = std::move(stops);
   r.top_logprobs = params.top_logprobs;
   if (params.top_logprobs >= 0)

@@ -138,8 +138,16 @@ GenerationParams parse_generation_params(const ojson& body, Endpoint endpoint) {
       const std::string type = rf["type"];
       if (type == "json_object")
         g.json_object = true;
-      else if (type == "json_schema")
-        unsupported("response_format", "json_schema is not supported (json_object and text are)");
+      else if (type == "json_schema") {
+        const ojson& js = rf.contains("json_schema") ? rf["json_schema"] : ojson();
+        if (!js.is_object() || !js.contains("schema") || !js["schema"].is_object())
+          bad("response_format", "response_format json_schema needs json_schema.schema, an object");
+        try {
+          g.json_schema = std::make_shared<const CompiledSchema>(CompiledSchema::compile(js["schema"]));
+        } catch (const Error& e) {
+          throw ApiError(400, e.what(), "response_format", "unsupported_schema");
+        }
+      }
       else if (type != "text")
         bad("response_format", cat("response_format type must be text, json_object or json_schema (got '", type, "')"));
     }

@@ -8,17 +8,20 @@
 //   [0, 20];
 //   completions also return_token_ids, skip_special_tokens.
 // Fields k3 does not implement are refused with ApiError 400 naming the field, unless they hold
-// their neutral value: best_of other than 1, echo, suffix, and response_format json_schema
-// (json_object is constrained decoding: engine/json_constraint.h).  Unknown fields are ignored.
+// their neutral value: best_of other than 1, echo, suffix, and json_schema keywords outside the
+// subset of text/json_schema.h (400 "unsupported_schema").  response_format json_object and
+// json_schema are constrained decoding (engine/json_constraint.h).  Unknown fields are ignored.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
+#include "text/json_schema.h"
 #include "text/py_json.h"
 
 namespace k3::server {
@@ -38,6 +41,7 @@ struct GenerationParams {
   int top_logprobs = -1;             // -1: no logprobs; else the alternatives per token
   int n = 1;                         // choices; choice i samples with seed + i
   bool json_object = false;          // chat: response_format {"type": "json_object"}
+  std::shared_ptr<const CompiledSchema> json_schema;  // chat: response_format json_schema
 };
 
 inline constexpr int kMaxChoices = 16;

@@ -3,7 +3,6 @@
 namespace k3 {
 namespace {
 
-bool is_ws(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 bool is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
 bool is_hex(uint8_t c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
@@ -50,7 +49,7 @@ bool JsonValidator::start_value(uint8_t c) {
 }
 
 bool JsonValidator::structural(uint8_t c) {
-  if (is_ws(c)) return whitespace();
+  if (JsonValidator::is_ws(c)) return whitespace();
   ws_run_ = 0;
   const uint8_t top = depth_ > 0 ? stack_[depth_ - 1] : 0;
   switch (mode_) {

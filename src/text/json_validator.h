@@ -25,6 +25,8 @@ class JsonValidator {
   static constexpr int kMaxWhitespaceRun = 8;
 
   explicit JsonValidator(bool object_only = false) : object_only_(object_only) {}
+  // JSON's four whitespace bytes.
+  static bool is_ws(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
   // Consumes c when it keeps the text a valid JSON prefix; otherwise returns false and the state
   // is no longer meaningful (callers try bytes on a copy).

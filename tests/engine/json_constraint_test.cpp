@@ -33,9 +33,10 @@ class JsonConstraintTest : public ::testing::Test {
 
   // Runs the constraint for up to `steps` tokens from random logits; biases favour tokens whose
   // bytes contain these characters.  Returns the tokens, stopping after <|end_of_msg|>.
-  std::vector<int32_t> run(bool thinking, uint32_t seed, int steps, int close_after = 5) {
+  std::vector<int32_t> run(bool thinking, uint32_t seed, int steps, int close_after = 5,
+                           std::shared_ptr<const CompiledSchema> schema = nullptr) {
     const int32_t end = tok_->require_special("<|end_of_msg|>"), close = tok_->require_special("<|close|>");
-    ChatJsonConstraint c(index_, *tok_, thinking, {end});
+    ChatJsonConstraint c(index_, *tok_, thinking, {end}, schema);
     std::mt19937 g(seed);
     std::normal_distribution<float> nd;
     const int64_t vocab = tok_->vocab_size();
@@ -110,6 +111,32 @@ TEST_F(JsonConstraintTest, ResponsesAreJsonObjectsInTheK3Frame) {
     }
   }
   EXPECT_GE(finished, 40) << "the biases should close most objects within 400 tokens";
+}
+
+// With a schema the object is exactly what the schema allows, whatever the logits say.
+TEST_F(JsonConstraintTest, SchemaShapesTheObject) {
+  const auto schema = std::make_shared<const CompiledSchema>(CompiledSchema::compile(nlohmann::json::parse(R"({
+    "type": "object", "required": ["colour", "count"],
+    "properties": {"colour": {"enum": ["red", "green"]}, "count": {"type": "integer"},
+                   "tags": {"type": "array", "items": {"type": "boolean"}, "maxItems": 2}}})")));
+  int finished = 0;
+  for (uint32_t seed = 0; seed < 30; ++seed) {
+    const std::vector<int32_t> ids = run(false, seed, 300, 5, schema);
+    const std::string text = tok_->decode_bytes(ids);
+    if (ids.back() != tok_->require_special("<|end_of_msg|>")) continue;
+    ++finished;
+    ASSERT_EQ(text.substr(text.size() - kClose.size()), kClose) << text;
+    const nlohmann::json v = nlohmann::json::parse(text.substr(0, text.size() - kClose.size()));
+    ASSERT_TRUE(v.is_object()) << v;
+    EXPECT_TRUE(v["colour"] == "red" || v["colour"] == "green") << v;
+    EXPECT_TRUE(v["count"].is_number_integer()) << v;
+    for (const auto& [k, x] : v.items()) EXPECT_TRUE(k == "colour" || k == "count" || k == "tags") << v;
+    if (v.contains("tags")) {
+      EXPECT_LE(v["tags"].size(), 2u) << v;
+      for (const auto& t : v["tags"]) EXPECT_TRUE(t.is_boolean()) << v;
+    }
+  }
+  EXPECT_GE(finished, 15);
 }
 
 TEST_F(JsonConstraintTest, ForcedTextAcceptsAnySpelling) {

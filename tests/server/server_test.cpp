@@ -123,8 +123,7 @@ TEST(Server, ErrorEnvelopes) {
   expect_envelope(post(cli, "/v1/completions", {{"prompt", long_text}}), 400, "context", "prompt");
   // Unsupported fields are refused, naming the field; neutral values pass.
   for (const auto& [field, value] :
-       std::vector<std::pair<std::string, ojson>>{{"best_of", 2},
-                                                  {"response_format", {{"type", "json_schema"}, {"json_schema", ojson::object()}}}}) {
+       std::vector<std::pair<std::string, ojson>>{{"best_of", 2}}) {
     b = chat_body("hi");
     b[field] = value;
     const Reply r = post(cli, "/v1/chat/completions", b);
@@ -450,7 +449,8 @@ TEST(Server, SeveralChoices) {
   expect_envelope(post(cli, "/v1/completions", {{"prompt", "a"}, {"n", 17}}), 400, "n must be", "n");
 }
 
-// response_format json_object: the content is one JSON object and the message ends properly
+// response_format json_object / json_schema: the content is one JSON object (that satisfies the
+// schema) and the message ends properly
 // (equal biases on '}' and '"' let the random model's object close within a few tokens).
 TEST(Server, JsonObjectResponses) {
   httplib::Client cli = client(main_server());
@@ -472,9 +472,35 @@ TEST(Server, JsonObjectResponses) {
     ASSERT_TRUE(ojson::accept(content)) << content;
     EXPECT_TRUE(ojson::parse(content).is_object()) << content;
   }
+  // json_schema: the object has exactly the required boolean (no bias needed: the schema forces
+  // the key, the value is true or false, and then only '}' fits).
+  const ojson schema = {{"type", "object"},
+                        {"properties", {{"ok", {{"type", "boolean"}}}, {"n", {{"type", "integer"}}}}},
+                        {"required", {"ok"}},
+                        {"additionalProperties", false}};
+  for (int seed = 0; seed < 3; ++seed) {
+    ojson b = chat_body("Reply in JSON.", 300);
+    b["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", "r"}, {"schema", schema}, {"strict", true}}}};
+    b["chat_template_kwargs"] = {{"thinking", false}};
+    b["seed"] = seed;
+    b["logit_bias"] = {{std::to_string(brace), 8}};
+    const Reply r = post(cli, "/v1/chat/completions", b);
+    ASSERT_EQ(r.status, 200) << r.raw;
+    const ojson& m = r.body["choices"][0]["message"];
+    ASSERT_TRUE(m["content"].is_string()) << r.raw;
+    EXPECT_EQ(r.body["choices"][0]["finish_reason"], "stop") << r.raw;
+    const ojson v = ojson::parse(m["content"].get<std::string>());
+    ASSERT_TRUE(v.is_object() && v.contains("ok") && v["ok"].is_boolean()) << v;
+    EXPECT_TRUE(v.size() == 1 || (v.size() == 2 && v["n"].is_number_integer())) << v;
+  }
   ojson bad = chat_body("x");
   bad["response_format"] = {{"type", "yaml"}};
   expect_envelope(post(cli, "/v1/chat/completions", bad), 400, "response_format type", "response_format");
+  bad["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", "r"}, {"schema", {{"type", "object"},
+      {"properties", {{"a", {{"type", "string"}, {"pattern", "^x"}}}}}}}}}};
+  const Reply unsupported = post(cli, "/v1/chat/completions", bad);
+  expect_envelope(unsupported, 400, "'pattern'", "response_format");
+  EXPECT_EQ(unsupported.body["error"]["code"], "unsupported_schema");
 }
 
 TEST(Server, StopStringsAndSeeds) {

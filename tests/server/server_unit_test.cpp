@@ -117,6 +117,20 @@ TEST(GenerationParams, ReadsAndChecksFields) {
   EXPECT_FLOAT_EQ(pen.sampling.repetition_penalty, 1.2f);
   EXPECT_FLOAT_EQ(pen.sampling.min_p, 0.05f);
   expect_rejected({{"response_format", {{"type", "json_schema"}}}}, Endpoint::kChat, "response_format");
+  try {
+    parse_generation_params(ojson::parse(R"({"response_format": {"type": "json_schema", "json_schema": {"name": "x",
+        "schema": {"type": "object", "properties": {"a": {"type": "string", "format": "date"}}}}}})"),
+                            Endpoint::kChat);
+    ADD_FAILURE() << "format is not supported";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status, 400);
+    EXPECT_EQ(e.param, "response_format");
+    EXPECT_EQ(e.code, "unsupported_schema");
+    EXPECT_NE(std::string(e.what()).find("'format'"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(parse_generation_params(ojson::parse(R"({"response_format": {"type": "json_schema", "json_schema":
+      {"name": "x", "schema": {"type": "object", "properties": {"a": {"type": "string"}}}}}})"),
+                                      Endpoint::kChat).json_schema);
   EXPECT_TRUE(parse_generation_params({{"response_format", {{"type", "json_object"}}}}, Endpoint::kChat).json_object);
   // Neutral values of unimplemented fields pass.
   EXPECT_NO_THROW(parse_generation_params(ojson::parse(R"({"n": 1, "presence_penalty": 0, "frequency_penalty": 0.0,

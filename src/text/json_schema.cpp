@@ -1,0 +1,356 @@
+#include "text/json_schema.h"
+
+#include <algorithm>
+
+#include "base/error.h"
+
+namespace k3 {
+namespace {
+
+const char* const kAnnotations[] = {"title", "description", "default", "examples", "$schema",
+                                    "$id",   "$comment",    "$defs",   "definitions"};
+const char* const kKeywords[] = {"type",     "properties", "required", "additionalProperties", "items",
+                                 "minItems", "maxItems",   "enum",     "const",                "$ref"};
+
+uint8_t type_bit(const std::string& name, const std::string& where) {
+  if (name == "object") return CompiledSchema::kObject;
+  if (name == "array") return CompiledSchema::kArray;
+  if (name == "string") return CompiledSchema::kString;
+  if (name == "number") return CompiledSchema::kNumber | CompiledSchema::kInteger;
+  if (name == "integer") return CompiledSchema::kInteger;
+  if (name == "boolean") return CompiledSchema::kBoolean;
+  if (name == "null") return CompiledSchema::kNull;
+  throw Error(cat("json_schema: unknown type '", name, "' at ", where));
+}
+
+int64_t count_field(const ojson& s, const char* f, const std::string& where) {
+  const ojson& v = s[f];
+  K3_CHECK(v.is_number_integer() && v.get<int64_t>() >= 0, "json_schema: ", f, " at ", where,
+           " must be a non-negative integer");
+  return v.get<int64_t>();
+}
+
+}  // namespace
+
+CompiledSchema CompiledSchema::compile(const ojson& schema) {
+  K3_CHECK(schema.is_object(), "json_schema: the schema must be an object");
+  CompiledSchema c;
+  const int root = c.add(schema, schema, "#");
+  K3_CHECK(root == 0, "json_schema: internal node order");
+  K3_CHECK(!c.nodes_[0].is_enum && (c.nodes_[0].types & kObject) && c.nodes_[0].types == kObject,
+           "json_schema: the top-level schema must have type \"object\"");
+  return c;
+}
+
+int CompiledSchema::add(const ojson& s, const ojson& root, const std::string& where) {
+  const int index = static_cast<int>(nodes_.size());
+  nodes_.emplace_back();
+  if (s.is_boolean()) {
+    K3_CHECK(s.get<bool>(), "json_schema: the schema false (at ", where, ") accepts nothing");
+    return index;
+  }
+  K3_CHECK(s.is_object(), "json_schema: the schema at ", where, " must be an object");
+  for (const auto& [key, value] : s.items()) {
+    const bool known = std::find(std::begin(kKeywords), std::end(kKeywords), key) != std::end(kKeywords) ||
+                       std::find(std::begin(kAnnotations), std::end(kAnnotations), key) != std::end(kAnnotations);
+    K3_CHECK(known, "json_schema: the keyword '", key, "' (at ", where, ") is not supported");
+  }
+  if (s.contains("$ref")) {
+    K3_CHECK(s["$ref"].is_string(), "json_schema: $ref at ", where, " must be a string");
+    const std::string ref = s["$ref"];
+    for (const char* k : kKeywords)
+      K3_CHECK(std::string(k) == "$ref" || !s.contains(k), "json_schema: $ref at ", where, " with '", k,
+               "' beside it is not supported");
+    nodes_.pop_back();
+    for (const auto& [r, n] : refs_)
+      if (r == ref) return n;
+    std::string name;
+    const ojson* defs = nullptr;
+    for (const char* prefix : {"#/$defs/", "#/definitions/"}) {
+      if (ref.rfind(prefix, 0) == 0) {
+        name = ref.substr(std::string(prefix).size());
+        const char* key = prefix[2] == '$' ? "$defs" : "definitions";
+        if (root.contains(key) && root[key].is_object()) defs = &root[key];
+      }
+    }
+    K3_CHECK(!name.empty(), "json_schema: only $ref to #/$defs/NAME or #/definitions/NAME is supported (got '", ref,
+             "')");
+    K3_CHECK(defs && defs->contains(name), "json_schema: $ref '", ref, "' names no definition");
+    // Reserve the node first, so a recursive reference finds it.
+    const int target = static_cast<int>(nodes_.size());
+    refs_.emplace_back(ref, target);
+    const int got = add((*defs)[name], root, ref);
+    K3_CHECK(got == target, "json_schema: internal ref order");
+    return target;
+  }
+  if (s.contains("enum") || s.contains("const")) {
+    std::vector<ojson> vals;
+    if (s.contains("const")) vals.push_back(s["const"]);
+    if (s.contains("enum")) {
+      K3_CHECK(s["enum"].is_array() && !s["enum"].empty(), "json_schema: enum at ", where, " must be a non-empty list");
+      for (const ojson& v : s["enum"]) vals.push_back(v);
+    }
+    K3_CHECK(vals.size() <= 64, "json_schema: enum at ", where, " has ", vals.size(), " values; at most 64");
+    Node& n = nodes_[static_cast<size_t>(index)];
+    n.is_enum = true;
+    for (const ojson& v : vals) n.values.push_back(v.dump());
+    return index;
+  }
+  uint8_t types = kAny;
+  if (s.contains("type")) {
+    types = 0;
+    const ojson& t = s["type"];
+    if (t.is_string()) {
+      types = type_bit(t, where);
+    } else {
+      K3_CHECK(t.is_array() && !t.empty(), "json_schema: type at ", where, " must be a name or a list of names");
+      for (const ojson& x : t) {
+        K3_CHECK(x.is_string(), "json_schema: type at ", where, " must list names");
+        types |= type_bit(x, where);
+      }
+    }
+  } else if (s.contains("properties") || s.contains("required")) {
+    types = kObject;  // only objects are produced: each satisfies the schema
+  } else if (s.contains("items") || s.contains("minItems") || s.contains("maxItems")) {
+    types = kArray;
+  }
+  nodes_[static_cast<size_t>(index)].types = types;
+  if (s.contains("properties")) {
+    const ojson& props = s["properties"];
+    K3_CHECK(props.is_object(), "json_schema: properties at ", where, " must be an object");
+    K3_CHECK(props.size() <= 64, "json_schema: ", props.size(), " properties at ", where, "; at most 64");
+    for (const auto& [name, sub] : props.items()) {
+      for (unsigned char ch : name)
+        K3_CHECK(ch >= 0x20 && ch != '"' && ch != '\\', "json_schema: the property name '", name, "' at ", where,
+                 " needs escaping, which is not supported");
+      const int child = add(sub, root, where + "/properties/" + name);
+      nodes_[static_cast<size_t>(index)].properties.push_back({name, child, false});
+    }
+  }
+  if (s.contains("required")) {
+    K3_CHECK(s["required"].is_array(), "json_schema: required at ", where, " must be a list");
+    for (const ojson& r : s["required"]) {
+      K3_CHECK(r.is_string(), "json_schema: required at ", where, " must list names");
+      auto& props = nodes_[static_cast<size_t>(index)].properties;
+      auto it = std::find_if(props.begin(), props.end(), [&](const Property& p) { return p.name == r.get<std::string>(); });
+      K3_CHECK(it != props.end(), "json_schema: required property '", r.get<std::string>(), "' at ", where,
+               " is not in properties");
+      it->required = true;
+    }
+  }
+  if (s.contains("items")) {
+    K3_CHECK(s["items"].is_object() || s["items"].is_boolean(), "json_schema: items at ", where,
+             " must be one schema (tuple forms are not supported)");
+    const int child = add(s["items"], root, where + "/items");
+    nodes_[static_cast<size_t>(index)].items = child;
+  }
+  if (s.contains("minItems")) nodes_[static_cast<size_t>(index)].min_items = count_field(s, "minItems", where);
+  if (s.contains("maxItems")) nodes_[static_cast<size_t>(index)].max_items = count_field(s, "maxItems", where);
+  const Node& n = nodes_[static_cast<size_t>(index)];
+  K3_CHECK(n.min_items <= n.max_items, "json_schema: minItems > maxItems at ", where);
+  return index;
+}
+
+// ---- recogniser ----
+
+bool SchemaValidator::value_done() {
+  if (depth_ == 0) {
+    mode_ = Mode::kDone;
+  } else {
+    mode_ = Mode::kFrame;
+    frames_[depth_ - 1].phase = Phase::kAfter;
+  }
+  return true;
+}
+
+bool SchemaValidator::start_value(int node, uint8_t c) {
+  const CompiledSchema::Node& n = schema_->node(node);
+  if (n.is_enum) {
+    uint64_t mask = 0;
+    for (size_t i = 0; i < n.values.size(); ++i)
+      if (static_cast<uint8_t>(n.values[i][0]) == c) mask |= uint64_t{1} << i;
+    if (!mask) return false;
+    mode_ = Mode::kEnum;
+    enum_node_ = static_cast<int16_t>(node);
+    enum_pos_ = 1;
+    enum_mask_ = mask;
+    return true;
+  }
+  const bool structured = n.types != CompiledSchema::kAny || !n.properties.empty() || n.items >= 0;
+  if (structured && (c == '{' || c == '[')) {
+    const bool object = c == '{';
+    if (!(n.types & (object ? CompiledSchema::kObject : CompiledSchema::kArray)) || depth_ >= kMaxFrames) return false;
+    Frame& f = frames_[depth_++];
+    f = Frame{};
+    f.node = static_cast<int16_t>(node);
+    f.object = object;
+    mode_ = Mode::kFrame;
+    return true;
+  }
+  uint8_t need = 0;
+  if (c == '{') need = CompiledSchema::kObject;
+  else if (c == '[') need = CompiledSchema::kArray;
+  else if (c == '"') need = CompiledSchema::kString;
+  else if (c == '-' || (c >= '0' && c <= '9')) need = CompiledSchema::kInteger;  // kNumber includes kInteger
+  else if (c == 't' || c == 'f') need = CompiledSchema::kBoolean;
+  else if (c == 'n') need = CompiledSchema::kNull;
+  if (!(n.types & need)) return false;
+  integer_ = need == CompiledSchema::kInteger && !(n.types & CompiledSchema::kNumber);
+  delegate_ = JsonValidator(false);
+  if (!delegate_.feed(c)) return false;
+  mode_ = Mode::kDelegate;
+  return true;
+}
+
+bool SchemaValidator::key_byte(uint8_t c) {
+  Frame& f = frames_[depth_ - 1];
+  const auto& props = schema_->node(f.node).properties;
+  if (c == '"') {
+    for (size_t i = 0; i < props.size(); ++i) {
+      if ((key_mask_ >> i & 1) && props[i].name.size() == key_pos_) {
+        f.seen |= uint64_t{1} << i;
+        f.key = static_cast<int8_t>(i);
+        f.phase = Phase::kColon;
+        mode_ = Mode::kFrame;
+        return true;
+      }
+    }
+    return false;
+  }
+  uint64_t mask = 0;
+  for (size_t i = 0; i < props.size(); ++i)
+    if ((key_mask_ >> i & 1) && props[i].name.size() > key_pos_ && static_cast<uint8_t>(props[i].name[key_pos_]) == c)
+      mask |= uint64_t{1} << i;
+  if (!mask) return false;
+  key_mask_ = mask;
+  ++key_pos_;
+  return true;
+}
+
+bool SchemaValidator::enum_byte(uint8_t c) {
+  const auto& values = schema_->node(enum_node_).values;
+  uint64_t mask = 0;
+  bool ended = false;
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (!(enum_mask_ >> i & 1)) continue;
+    if (values[i].size() > enum_pos_ && static_cast<uint8_t>(values[i][enum_pos_]) == c) mask |= uint64_t{1} << i;
+    if (values[i].size() == enum_pos_) ended = true;
+  }
+  if (mask) {
+    enum_mask_ = mask;
+    ++enum_pos_;
+    return true;
+  }
+  if (!ended) return false;
+  value_done();
+  return frame_byte(c);
+}
+
+bool SchemaValidator::frame_byte(uint8_t c) {
+  if (JsonValidator::is_ws(c)) return ++ws_run_ <= JsonValidator::kMaxWhitespaceRun;
+  ws_run_ = 0;
+  if (mode_ == Mode::kDone) return false;
+  if (mode_ == Mode::kStart) return c == '{' && start_value(0, c);
+  Frame& f = frames_[depth_ - 1];
+  const CompiledSchema::Node& n = schema_->node(f.node);
+  if (f.object) {
+    uint64_t all = 0, required = 0;
+    for (size_t i = 0; i < n.properties.size(); ++i) {
+      all |= uint64_t{1} << i;
+      if (n.properties[i].required) required |= uint64_t{1} << i;
+    }
+    const auto close = [&] {
+      if ((f.seen & required) != required) return false;
+      --depth_;
+      return value_done();
+    };
+    const auto key = [&] {
+      const uint64_t open = all & ~f.seen;
+      if (!open) return false;
+      mode_ = Mode::kKey;
+      key_mask_ = open;
+      key_pos_ = 0;
+      return true;
+    };
+    switch (f.phase) {
+      case Phase::kFirst:
+        if (c == '"') return key();
+        return c == '}' && close();
+      case Phase::kKey:
+        return c == '"' && key();
+      case Phase::kColon:
+        if (c != ':') return false;
+        f.phase = Phase::kValue;
+        return true;
+      case Phase::kValue:
+        return start_value(n.properties[static_cast<size_t>(f.key)].node, c);
+      case Phase::kAfter:
+        if (c == ',') {
+          if (!(all & ~f.seen)) return false;
+          f.phase = Phase::kKey;
+          return true;
+        }
+        return c == '}' && close();
+    }
+    return false;
+  }
+  const auto item = [&] {
+    if (f.count >= n.max_items) return false;
+    ++f.count;
+    f.phase = Phase::kValue;
+    if (n.items < 0) {  // no items schema: any value
+      integer_ = false;
+      delegate_ = JsonValidator(false);
+      if (!delegate_.feed(c)) return false;
+      mode_ = Mode::kDelegate;
+      return true;
+    }
+    return start_value(n.items, c);
+  };
+  const auto close = [&] {
+    if (f.count < n.min_items) return false;
+    --depth_;
+    return value_done();
+  };
+  switch (f.phase) {
+    case Phase::kFirst:
+      if (c == ']') return close();
+      return item();
+    case Phase::kValue:
+      return item();
+    case Phase::kAfter:
+      if (c == ',') {
+        if (f.count >= n.max_items) return false;
+        f.phase = Phase::kValue;
+        return true;
+      }
+      return c == ']' && close();
+    default:
+      return false;
+  }
+}
+
+bool SchemaValidator::feed(uint8_t c) {
+  switch (mode_) {
+    case Mode::kDelegate: {
+      if (!(integer_ && (c == '.' || c == 'e' || c == 'E'))) {
+        JsonValidator d = delegate_;
+        if (d.feed(c)) {
+          delegate_ = d;
+          return true;
+        }
+      }
+      if (!delegate_.complete_at_end()) return false;
+      value_done();
+      return frame_byte(c);
+    }
+    case Mode::kEnum:
+      return enum_byte(c);
+    case Mode::kKey:
+      return key_byte(c);
+    default:
+      return frame_byte(c);
+  }
+}
+
+}  // namespace k3

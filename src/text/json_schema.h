@@ -1,0 +1,110 @@
+// JSON Schema for constrained decoding (response_format json_schema): a compiled subset, and an
+// incremental recogniser that accepts exactly the JSON texts that both parse and satisfy it,
+// byte by byte, like JsonValidator (a small copyable value; feed() false = not a valid prefix).
+//
+// Supported keywords (anything else, e.g. pattern, format, minimum, anyOf, is refused by
+// compile() with a k3::Error naming it, so a schema is never silently ignored):
+//   type (a name or a list of names: object, array, string, number, integer, boolean, null),
+//   properties, required, additionalProperties (false, true or a schema: only the listed
+//   properties are ever produced, which every one of these allows), items, minItems, maxItems,
+//   enum, const, $ref to "#/$defs/NAME" or "#/definitions/NAME" (recursion included), and the
+//   annotations title, description, default, examples, $schema, $id, $comment, $defs,
+//   definitions.
+// The document must be an object schema (as OpenAI requires).  Properties come in any order,
+// each at most once, names written without escapes; '}' only once every required one is there.
+// A schema without "type" (or {}) accepts any JSON value.  Objects have at most 64 properties;
+// typed containers nest at most kMaxFrames deep (untyped values inside them may nest further).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "text/json_validator.h"
+#include "text/py_json.h"
+
+namespace k3 {
+
+class CompiledSchema {
+ public:
+  enum Type : uint8_t {
+    kObject = 1,
+    kArray = 2,
+    kString = 4,
+    kNumber = 8,
+    kInteger = 16,
+    kBoolean = 32,
+    kNull = 64,
+    kAny = 127,
+  };
+  struct Property {
+    std::string name;  // raw bytes, no escaping needed
+    int node = 0;
+    bool required = false;
+  };
+  struct Node {
+    uint8_t types = kAny;
+    std::vector<Property> properties;  // kObject
+    int items = -1;                    // kArray: the items' node (-1: any)
+    int64_t min_items = 0, max_items = INT64_MAX;
+    std::vector<std::string> values;  // enum / const: compact JSON texts (types unused then)
+    bool is_enum = false;
+  };
+
+  // Throws k3::Error naming an unsupported keyword or a malformed schema.
+  static CompiledSchema compile(const ojson& schema);
+  const Node& node(int i) const { return nodes_[static_cast<size_t>(i)]; }
+
+ private:
+  int add(const ojson& schema, const ojson& root, const std::string& where);
+  std::vector<Node> nodes_;
+  std::vector<std::pair<std::string, int>> refs_;  // "$ref" -> node
+};
+
+class SchemaValidator {
+ public:
+  static constexpr int kMaxFrames = 16;
+
+  explicit SchemaValidator(const CompiledSchema* schema) : schema_(schema) {}
+  bool feed(uint8_t c);
+  bool feed(std::string_view bytes) {
+    for (char c : bytes)
+      if (!feed(static_cast<uint8_t>(c))) return false;
+    return true;
+  }
+  bool complete() const { return mode_ == Mode::kDone; }
+
+ private:
+  enum class Mode : uint8_t { kStart, kFrame, kKey, kDelegate, kEnum, kDone };
+  enum class Phase : uint8_t { kFirst, kKey, kColon, kValue, kAfter };
+  struct Frame {
+    uint64_t seen = 0;  // object: properties already given
+    int64_t count = 0;  // array: items so far
+    int16_t node = 0;
+    bool object = false;
+    Phase phase = Phase::kFirst;
+    int8_t key = -1;  // object: the property whose value comes next
+  };
+
+  bool start_value(int node, uint8_t c);
+  bool value_done();
+  bool frame_byte(uint8_t c);
+  bool key_byte(uint8_t c);
+  bool enum_byte(uint8_t c);
+
+  const CompiledSchema* schema_;
+  Mode mode_ = Mode::kStart;
+  Frame frames_[kMaxFrames];
+  int depth_ = 0;
+  uint64_t key_mask_ = 0;  // kKey: properties whose name still matches
+  uint16_t key_pos_ = 0;
+  int16_t enum_node_ = 0;  // kEnum
+  uint16_t enum_pos_ = 0;
+  uint64_t enum_mask_ = 0;
+  bool integer_ = false;   // kDelegate: a number that must stay an integer
+  JsonValidator delegate_;
+  uint8_t ws_run_ = 0;
+};
+
+}  // namespace k3
