@@ -133,6 +133,11 @@ double measure_fp32_peak_once(ThreadPool& pool) {
   return 0.0;
 }
 
+double measure_bf16_peak_once(ThreadPool& pool) {
+  if (active_isa() < Isa::kAvx512 || !cpu_features().avx512_bf16) return 0.0;
+  return flops_rate(pool, &perf_isa::bf16_dot_loop_avx512, 3, 500'000);
+}
+
 void measure_peak_flops(ThreadPool& pool, MachineLimits* out) {
   const Isa isa = active_isa();
   auto rate = [&](double (*loop)(int64_t)) { return flops_rate(pool, loop, 5, 2'000'000); };

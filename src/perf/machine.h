@@ -35,6 +35,8 @@ void measure_peak_flops(ThreadPool& pool, MachineLimits* out);
 // A short fp32 FMA peak probe (all threads), for limits taken around a run: the VM's arithmetic
 // rate drifts too (another tenant on the same cores), and a ratio should use the higher figure.
 double measure_fp32_peak_once(ThreadPool& pool);
+// The same for the AVX512-BF16 dot-product rate (0 without it).
+double measure_bf16_peak_once(ThreadPool& pool);
 
 // ISA-specific inner loops (machine_avx512.cpp / machine_avx2.cpp).
 namespace perf_isa {
