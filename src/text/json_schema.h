@@ -68,11 +68,7 @@ class SchemaValidator {
 
   explicit SchemaValidator(const CompiledSchema* schema) : schema_(schema) {}
   bool feed(uint8_t c);
-  bool feed(std::string_view bytes) {
-    for (char c : bytes)
-      if (!feed(static_cast<uint8_t>(c))) return false;
-    return true;
-  }
+  bool feed(std::string_view bytes) { return feed_each(*this, bytes); }
   bool complete() const { return mode_ == Mode::kDone; }
 
  private:

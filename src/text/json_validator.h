@@ -19,6 +19,15 @@
 
 namespace k3 {
 
+// r.feed(c) for each byte of `bytes`, stopping at the first refusal (JsonValidator,
+// SchemaValidator).
+template <class R>
+bool feed_each(R& r, std::string_view bytes) {
+  for (char c : bytes)
+    if (!r.feed(static_cast<uint8_t>(c))) return false;
+  return true;
+}
+
 class JsonValidator {
  public:
   static constexpr int kMaxDepth = 32;
@@ -31,11 +40,7 @@ class JsonValidator {
   // Consumes c when it keeps the text a valid JSON prefix; otherwise returns false and the state
   // is no longer meaningful (callers try bytes on a copy).
   bool feed(uint8_t c);
-  bool feed(std::string_view bytes) {
-    for (char c : bytes)
-      if (!feed(static_cast<uint8_t>(c))) return false;
-    return true;
-  }
+  bool feed(std::string_view bytes) { return feed_each(*this, bytes); }
   // A whole document has been read (only whitespace may follow).
   bool complete() const { return mode_ == Mode::kDone; }
   // complete(), or a top-level number that the end of the text would finish ("12").

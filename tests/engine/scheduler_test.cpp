@@ -111,6 +111,25 @@ class SchedulerTest : public ::testing::Test {
 
   std::vector<int32_t> prompt(int n, uint64_t seed) const { return random_tokens(n, static_cast<int>(vocab_), seed); }
 
+  // Prefill chunks of 8 and the prefix cache on.
+  static SchedulerOptions cached_options(int max_batch) {
+    SchedulerOptions o;
+    o.max_batch = max_batch;
+    o.prefill_chunk = 8;
+    o.prefix_cache_bytes = 1ull << 30;
+    return o;
+  }
+  // One greedy request through `s`, alone; its tokens must be the lone run's.
+  RequestResult run_checked(Scheduler& s, const std::vector<int32_t>& p, int64_t max_tokens) const {
+    Stream run;
+    const Request r = make_request(p, max_tokens, run);
+    s.submit(r);
+    const RequestResult res = run.result.get();
+    EXPECT_EQ(run.tokens, lone(r, s.options().prefill_chunk)) << p.size() << " prompt tokens";
+    EXPECT_EQ(res.prompt_tokens, static_cast<int64_t>(p.size()));
+    return res;
+  }
+
   std::unique_ptr<Model> model_;
   int64_t vocab_ = 0;
 };
@@ -578,11 +597,7 @@ TEST_F(SchedulerTest, PrefixCacheComparesImageRows) {
 // Through the scheduler: a prompt that extends (or repeats) an earlier one starts from its last
 // chunk boundary, reports those tokens as cached, and still produces the lone run's tokens.
 TEST_F(SchedulerTest, CachedPromptPrefixesGiveLoneResults) {
-  SchedulerOptions o;
-  o.max_batch = 2;
-  o.prefill_chunk = 8;
-  o.prefix_cache_bytes = 1ull << 30;
-  Scheduler sched(*model_, o);
+  Scheduler sched(*model_, cached_options(2));
   const std::vector<int32_t> a = prompt(21, 92);
   std::vector<int32_t> longer = a, changed = a;
   const std::vector<int32_t> tail = prompt(9, 93);
@@ -594,15 +609,7 @@ TEST_F(SchedulerTest, CachedPromptPrefixesGiveLoneResults) {
   };
   // a stores its state at 16 (the last multiple of 8 below 21); longer at 24.
   const Case cases[] = {{a, 0}, {longer, 16}, {a, 16}, {changed, 0}, {longer, 24}};
-  for (const Case& c : cases) {
-    Stream run;
-    const Request r = make_request(c.prompt, 5, run);
-    sched.submit(r);
-    const RequestResult res = run.result.get();
-    EXPECT_EQ(res.cached_tokens, c.cached) << c.prompt.size() << " tokens";
-    EXPECT_EQ(res.prompt_tokens, static_cast<int64_t>(c.prompt.size()));
-    EXPECT_EQ(run.tokens, lone(r, o.prefill_chunk));
-  }
+  for (const Case& c : cases) EXPECT_EQ(run_checked(sched, c.prompt, 5).cached_tokens, c.cached) << c.prompt.size();
   const SchedulerStats st = sched.stats();
   EXPECT_EQ(st.prefix_cache.hits, 3);
   EXPECT_EQ(st.prefix_cache.misses, 2);
@@ -615,22 +622,14 @@ TEST_F(SchedulerTest, CachedPromptPrefixesGiveLoneResults) {
 // Prompts that share a 20-token start and then differ: the second one stores a state at 16 (the
 // last boundary before they part), and from the third on every such prompt starts there.
 TEST_F(SchedulerTest, SharedPromptStartIsCachedFromItsSecondUse) {
-  SchedulerOptions o;
-  o.max_batch = 1;
-  o.prefill_chunk = 8;
-  o.prefix_cache_bytes = 1ull << 30;
-  Scheduler sched(*model_, o);
+  Scheduler sched(*model_, cached_options(1));
   const std::vector<int32_t> system = prompt(20, 94);
   const int64_t want_cached[] = {0, 0, 16, 16};
   for (int i = 0; i < 4; ++i) {
     std::vector<int32_t> p = system;
     const std::vector<int32_t> question = prompt(11, 95 + i);
     p.insert(p.end(), question.begin(), question.end());
-    Stream run;
-    const Request r = make_request(p, 4, run);
-    sched.submit(r);
-    EXPECT_EQ(run.result.get().cached_tokens, want_cached[i]) << "prompt " << i;
-    EXPECT_EQ(run.tokens, lone(r, o.prefill_chunk)) << "prompt " << i;
+    EXPECT_EQ(run_checked(sched, p, 4).cached_tokens, want_cached[i]) << "prompt " << i;
   }
   // Entries: each prompt's own boundary at 24, and the shared start at 16.
   EXPECT_EQ(sched.stats().prefix_cache.entries, 5);
@@ -716,10 +715,7 @@ TEST_F(SchedulerTest, LogprobsFollowTheLogits) {
 // The same prompt twice at once (n > 1 choices): the second waits for the first to store its
 // prefix instead of computing it beside it, then prefills only the rest.
 TEST_F(SchedulerTest, ConcurrentSamePromptIsPrefilledOnce) {
-  SchedulerOptions o;
-  o.max_batch = 4;
-  o.prefill_chunk = 8;
-  o.prefix_cache_bytes = 1ull << 30;
+  const SchedulerOptions o = cached_options(4);
   Scheduler sched(*model_, o);
   const std::vector<int32_t> p = prompt(21, 97);
   Batch batch;
