@@ -51,7 +51,7 @@ class PrefixCache {
   // The longest prefix of `key` that some entry shares (tokens, and image rows at overridden
   // positions), whatever that entry's own length: where two prompts diverge.  The scheduler
   // stores a state there too, so a prefix shared by several prompts (a system prompt) is cached
-  // from its second use on.
+  // at its second use and hit from the third.
   int64_t shared_prefix(const PrefixKey& key) const;
 
   // Stores a copy of `state` as the state after prefix.tokens (whose length must be

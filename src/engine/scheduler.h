@@ -9,7 +9,7 @@
 // Prompt-prefix cache (SchedulerOptions::prefix_cache_bytes > 0): after the last prefill chunk
 // boundary inside each prompt (the largest multiple of prefill_chunk below its length), and
 // after the last boundary before the point where the prompt leaves the longest prefix it shares
-// with a cached one (so a shared system prompt is cached from its second use on), the sequence
+// with a cached one (so a shared system prompt is stored at its second use), the sequence
 // state is copied into a PrefixCache; a later request whose prompt starts with a cached
 // prefix (and its image rows) starts from that copy.  Only chunk boundaries are stored, where a
 // cold run's next chunk starts too, so a cache hit changes nothing in the results: they stay
