@@ -97,8 +97,8 @@ ChatJsonConstraint::ChatJsonConstraint(std::shared_ptr<const VocabIndex> index, 
   phase_ = thinking ? Phase::kReasoning : Phase::kJson;
 }
 
-void ChatJsonConstraint::force(std::initializer_list<Forced> items, Phase then) {
-  forced_.assign(items.begin(), items.end());
+void ChatJsonConstraint::force(std::vector<ForcedSequence::Item> items, Phase then) {
+  forced_.assign(std::move(items));
   after_forced_ = then;
   phase_ = Phase::kForced;
 }
@@ -117,11 +117,9 @@ void ChatJsonConstraint::mask(float* logits, int64_t vocab) {
       for (int32_t t : stops_)
         if (t >= 0 && t < vocab) logits[t] = kOff;
       return;
-    case Phase::kForced: {
-      const Forced& f = forced_.front();
-      only(f.special >= 0 ? std::vector<int32_t>{f.special} : index_->prefixes_of(f.text));
+    case Phase::kForced:
+      only(forced_.allowed(*index_));
       return;
-    }
     case Phase::kEnd:  // the message is closed: only a stop (with ignore_eos, anything)
       if (!stops_.empty()) only(stops_);
       return;
@@ -134,28 +132,23 @@ void ChatJsonConstraint::mask(float* logits, int64_t vocab) {
 }
 
 void ChatJsonConstraint::accept(int32_t token) {
+  using F = ForcedSequence;
   switch (phase_) {
     case Phase::kReasoning:
       if (token == close_)
-        force({{-1, "think"}, {sep_, ""}, {open_, ""}, {-1, "response"}, {sep_, ""}}, Phase::kJson);
+        force({F::text("think"), F::special(sep_), F::special(open_), F::text("response"), F::special(sep_)},
+              Phase::kJson);
       else if (token == open_)
-        force({{-1, "response"}, {sep_, ""}}, Phase::kJson);
+        force({F::text("response"), F::special(sep_)}, Phase::kJson);
       return;
-    case Phase::kForced: {
-      Forced& f = forced_.front();
-      if (f.special >= 0) {
-        forced_.pop_front();
-      } else {
-        const std::string_view b = tokenizer_.token_bytes(token);
-        f.text.erase(0, std::min(f.text.size(), b.size()));
-        if (f.text.empty()) forced_.pop_front();
-      }
+    case Phase::kForced:
+      forced_.accept(token, tokenizer_);
       if (forced_.empty()) phase_ = after_forced_;
       return;
-    }
     case Phase::kJson:
       if (std::visit([&](auto& r) { return r.feed(tokenizer_.token_bytes(token)) && r.complete(); }, json_))
-        force({{close_, ""}, {-1, "response"}, {sep_, ""}, {close_, ""}, {-1, "message"}, {sep_, ""}, {end_, ""}},
+        force({F::special(close_), F::text("response"), F::special(sep_), F::special(close_),
+               F::text("message"), F::special(sep_), F::special(end_)},
               Phase::kEnd);
       return;
     case Phase::kEnd:

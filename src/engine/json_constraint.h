@@ -18,13 +18,13 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <variant>
 #include <vector>
 
+#include "engine/forced_sequence.h"
 #include "engine/token_constraint.h"
 #include "text/json_schema.h"
 #include "text/json_validator.h"
@@ -63,18 +63,14 @@ class ChatJsonConstraint : public TokenConstraint {
 
  private:
   enum class Phase { kReasoning, kForced, kJson, kEnd };
-  struct Forced {  // a special token, or text spelled by ordinary tokens
-    int32_t special = -1;
-    std::string text;
-  };
-  void force(std::initializer_list<Forced> items, Phase then);
+  void force(std::vector<ForcedSequence::Item> items, Phase then);
 
   std::shared_ptr<const VocabIndex> index_;
   const Tokenizer& tokenizer_;
   std::vector<int32_t> stops_;
   int32_t open_ = -1, close_ = -1, sep_ = -1, end_ = -1;
   Phase phase_;
-  std::deque<Forced> forced_;
+  ForcedSequence forced_;
   Phase after_forced_ = Phase::kJson;
   std::shared_ptr<const CompiledSchema> schema_;
   std::variant<JsonValidator, SchemaValidator> json_;

@@ -8,6 +8,7 @@
 #include <optional>
 #include <random>
 
+#include "engine/tool_constraint.h"
 #include "server/api_error.h"
 #include "server/stop_matcher.h"
 #include "text/stream_decoder.h"
@@ -201,7 +202,10 @@ GenerationJob::GenerationJob(EngineHost& host, Endpoint endpoint, PreparedPrompt
   r.embedding_rows = std::move(prompt.media_rows);
   r.max_tokens = params.max_tokens;
   r.sampling = params.sampling;
-  if ((params.json_object || params.json_schema) && endpoint == Endpoint::kChat)
+  if (!params.forced_tools.empty() && endpoint == Endpoint::kChat)
+    r.constraint = std::make_shared<ChatToolConstraint>(host.vocab_index(), host.tokenizer(), parser_options.thinking,
+                                                        stops, params.forced_tools, params.single_tool_call);
+  else if ((params.json_object || params.json_schema) && endpoint == Endpoint::kChat)
     r.constraint = std::make_shared<ChatJsonConstraint>(host.vocab_index(), host.tokenizer(), parser_options.thinking,
                                                         stops, params.json_schema);
   r.stop_tokens = std::move(stops);

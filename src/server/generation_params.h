@@ -42,6 +42,9 @@ struct GenerationParams {
   int n = 1;                         // choices; choice i samples with seed + i
   bool json_object = false;          // chat: response_format {"type": "json_object"}
   std::shared_ptr<const CompiledSchema> json_schema;  // chat: response_format json_schema
+  // Chat, from tool_choice (set by the handler, not parsed here): decoding must call one of these.
+  std::vector<std::string> forced_tools;
+  bool single_tool_call = false;
 };
 
 inline constexpr int kMaxChoices = 16;

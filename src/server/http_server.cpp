@@ -120,13 +120,18 @@ void HttpServer::generate(Endpoint endpoint, const httplib::Request& req, httpli
   const ojson body = parse_body(req);
   require_ready();
   check_model_field(body, opt_.engine.served_name);
-  const GenerationParams params = parse_generation_params(body, endpoint);
+  GenerationParams params = parse_generation_params(body, endpoint);
   PreparedPrompt prompt;
   ChatParserOptions popt;
   if (endpoint == Endpoint::kChat) {
     PreparedChat c = prepare_chat(host_, body, opt_.images);
     prompt = std::move(c.prompt);
     popt = c.parser;
+    if (!c.forced_tools.empty() && (params.json_object || params.json_schema))
+      throw ApiError(400, "response_format json_object / json_schema cannot be combined with tool_choice required or a "
+                          "named function", "response_format");
+    params.forced_tools = std::move(c.forced_tools);
+    params.single_tool_call = c.single_call || !params.parallel_tool_calls;
   } else {
     prompt = prepare_completion(host_, body);
   }

@@ -1,5 +1,7 @@
 #include "server/prompt_builder.h"
 
+#include <algorithm>
+
 #include "server/api_error.h"
 #include "text/base64.h"
 #include "text/chat_request.h"
@@ -122,6 +124,23 @@ PreparedChat prepare_chat(const EngineHost& host, const ojson& body, const Image
     out.prompt.images = static_cast<int>(images.size());
   }
   out.parser = chat_parser_options(req);
+  const ojson& tc = req.options.tool_choice;
+  if (out.parser.parse_tools && req.tools.is_array()) {
+    std::vector<std::string> names;
+    for (const ojson& t : req.tools)
+      if (t.contains("function") && t["function"].contains("name") && t["function"]["name"].is_string())
+        names.push_back(t["function"]["name"]);
+    if (tc.is_string() && tc == "required") {
+      out.forced_tools = names;
+    } else if (tc.is_object()) {
+      const std::string name = tc["function"]["name"];
+      if (std::find(names.begin(), names.end(), name) == names.end())
+        throw ApiError(400, cat("tool_choice names the function '", name, "', which is not among the tools"),
+                       "tool_choice");
+      out.forced_tools = {name};
+      out.single_call = true;
+    }
+  }
   if (check_fit) check_prompt_fits(host, out.prompt, "messages");
   return out;
 }

@@ -33,6 +33,10 @@ struct PreparedPrompt {
 struct PreparedChat {
   PreparedPrompt prompt;
   ChatParserOptions parser;
+  // tool_choice "required" (every tool's name) or a named function (that name, single_call):
+  // decoding must end in such a call (engine/tool_constraint.h).  Empty otherwise.
+  std::vector<std::string> forced_tools;
+  bool single_call = false;
 };
 
 // check_fit: refuse prompts longer than the context (false for /tokenize).

@@ -503,6 +503,45 @@ TEST(Server, JsonObjectResponses) {
   EXPECT_EQ(unsupported.body["error"]["code"], "unsupported_schema");
 }
 
+// tool_choice required / named: whatever the model prefers, the message goes into the tools
+// channel with a call of a declared tool (the random model's raw output, read back from the
+// logprobs' tokens, carries the forced frame); a named function that is not a tool is a 400.
+TEST(Server, ForcedToolCalls) {
+  httplib::Client cli = client(main_server());
+  const int close = post(cli, "/tokenize", {{"prompt", "<|close|>"}})["tokens"][0];
+  const ojson tools = ojson::parse(R"([
+    {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}},
+    {"type": "function", "function": {"name": "web_search", "parameters": {"type": "object"}}}])");
+  for (const ojson& choice : {ojson("required"), ojson::parse(R"({"type": "function", "function": {"name": "web_search"}})")}) {
+    ojson b = chat_body("What is the weather?", 150);
+    b["tools"] = tools;
+    b["tool_choice"] = choice;
+    b["logprobs"] = true;
+    b["logit_bias"] = {{std::to_string(close), 20}};  // leave reasoning and response at once
+    const Reply r = post(cli, "/v1/chat/completions", b);
+    ASSERT_EQ(r.status, 200) << r.raw;
+    std::string raw;
+    for (const ojson& e : r.body["choices"][0]["logprobs"]["content"]) raw += e["token"].get<std::string>();
+    const std::string head = "<|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool=\"";
+    const size_t at = raw.find(head);
+    ASSERT_NE(at, std::string::npos) << raw;
+    const std::string rest = raw.substr(at + head.size());
+    if (choice.is_string())
+      EXPECT_TRUE(rest.rfind("get_weather\" index=\"1\"<|sep|>", 0) == 0 || rest.rfind("web_search\" index=\"1\"<|sep|>", 0) == 0)
+          << raw;
+    else
+      EXPECT_EQ(rest.rfind("web_search\" index=\"1\"<|sep|>", 0), 0u) << raw;
+    EXPECT_EQ(raw.find("<|end_of_msg|>"), std::string::npos) << "no end before the call closes: " << raw;
+  }
+  ojson bad = chat_body("x");
+  bad["tools"] = tools;
+  bad["tool_choice"] = ojson::parse(R"({"type": "function", "function": {"name": "nope"}})");
+  expect_envelope(post(cli, "/v1/chat/completions", bad), 400, "'nope'", "tool_choice");
+  bad["tool_choice"] = "required";
+  bad["response_format"] = {{"type", "json_object"}};
+  expect_envelope(post(cli, "/v1/chat/completions", bad), 400, "cannot be combined", "response_format");
+}
+
 TEST(Server, StopStringsAndSeeds) {
   httplib::Client cli = client(main_server());
   ojson c = {{"prompt", "The quick brown fox"}, {"max_tokens", 24}, {"temperature", 0}, {"ignore_eos", true},

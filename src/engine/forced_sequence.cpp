@@ -1,0 +1,48 @@
+#include "engine/forced_sequence.h"
+
+#include <algorithm>
+
+#include "engine/json_constraint.h"
+#include "text/tokenizer.h"
+
+namespace k3 {
+
+void ForcedSequence::assign(std::vector<Item> items) {
+  items_.assign(items.begin(), items.end());
+  pos_ = 0;
+}
+
+std::vector<int32_t> ForcedSequence::allowed(const VocabIndex& index) const {
+  if (items_.empty()) return {};
+  const Item& f = items_.front();
+  if (f.special >= 0) return {f.special};
+  std::vector<int32_t> out;
+  for (const std::string& t : f.texts) {
+    const std::vector<int32_t> p = index.prefixes_of(std::string_view(t).substr(pos_));
+    out.insert(out.end(), p.begin(), p.end());
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+void ForcedSequence::accept(int32_t token, const Tokenizer& tokenizer) {
+  if (items_.empty()) return;
+  Item& f = items_.front();
+  bool done = f.special >= 0;
+  if (!done) {
+    const std::string_view b = tokenizer.token_bytes(token);
+    std::vector<std::string> keep;
+    for (std::string& t : f.texts)
+      if (std::string_view(t).substr(pos_).substr(0, b.size()) == b) keep.push_back(std::move(t));
+    f.texts = std::move(keep);
+    pos_ += b.size();
+    done = f.texts.empty() || std::any_of(f.texts.begin(), f.texts.end(), [&](const std::string& t) { return t.size() == pos_; });
+  }
+  if (done) {
+    items_.pop_front();
+    pos_ = 0;
+  }
+}
+
+}  // namespace k3

@@ -1,0 +1,39 @@
+// A run of tokens a constraint dictates: special tokens, and texts that ordinary tokens may spell
+// in any split ("response" as one token or as "resp" + "onse"), each text item possibly a choice
+// among several strings (a tool name).  Used by the chat constraints (json_constraint.h,
+// tool_constraint.h) for the K3 frame around what they leave free.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+namespace k3 {
+
+class Tokenizer;
+class VocabIndex;
+
+class ForcedSequence {
+ public:
+  struct Item {
+    int32_t special = -1;            // this special token, or ...
+    std::vector<std::string> texts;  // ... one of these texts (none a prefix of another)
+  };
+  static Item special(int32_t id) { return {id, {}}; }
+  static Item text(std::string t) { return {-1, {std::move(t)}}; }
+  static Item one_of(std::vector<std::string> ts) { return {-1, std::move(ts)}; }
+
+  void assign(std::vector<Item> items);
+  bool empty() const { return items_.empty(); }
+  // The tokens that may come next (empty only when nothing is forced).
+  std::vector<int32_t> allowed(const VocabIndex& index) const;
+  // Advances past `token` (one allowed() listed).
+  void accept(int32_t token, const Tokenizer& tokenizer);
+
+ private:
+  std::deque<Item> items_;
+  size_t pos_ = 0;  // bytes of the front text item already spelled
+};
+
+}  // namespace k3
