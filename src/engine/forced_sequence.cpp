@@ -7,6 +7,12 @@
 
 namespace k3 {
 
+FrameTokens::FrameTokens(const Tokenizer& tokenizer)
+    : open(tokenizer.require_special("<|open|>")),
+      close(tokenizer.require_special("<|close|>")),
+      sep(tokenizer.require_special("<|sep|>")),
+      end(tokenizer.require_special("<|end_of_msg|>")) {}
+
 void ForcedSequence::assign(std::vector<Item> items) {
   items_.assign(items.begin(), items.end());
   pos_ = 0;

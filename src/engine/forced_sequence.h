@@ -14,6 +14,12 @@ namespace k3 {
 class Tokenizer;
 class VocabIndex;
 
+// The K3 chat frame's special tokens.
+struct FrameTokens {
+  explicit FrameTokens(const Tokenizer& tokenizer);
+  int32_t open, close, sep, end;  // <|open|> <|close|> <|sep|> <|end_of_msg|>
+};
+
 class ForcedSequence {
  public:
   struct Item {

@@ -87,13 +87,10 @@ ChatJsonConstraint::ChatJsonConstraint(std::shared_ptr<const VocabIndex> index, 
     : index_(std::move(index)),
       tokenizer_(tokenizer),
       stops_(std::move(stop_tokens)),
+      t_(tokenizer),
       schema_(std::move(schema)),
       json_(JsonValidator(true)) {
   if (schema_) json_ = SchemaValidator(schema_.get());
-  open_ = tokenizer.require_special("<|open|>");
-  close_ = tokenizer.require_special("<|close|>");
-  sep_ = tokenizer.require_special("<|sep|>");
-  end_ = tokenizer.require_special("<|end_of_msg|>");
   phase_ = thinking ? Phase::kReasoning : Phase::kJson;
 }
 
@@ -104,42 +101,34 @@ void ChatJsonConstraint::force(std::vector<ForcedSequence::Item> items, Phase th
 }
 
 void ChatJsonConstraint::mask(float* logits, int64_t vocab) {
-  constexpr float kOff = -std::numeric_limits<float>::infinity();
-  const auto only = [&](const std::vector<int32_t>& ids) {
-    allow_.assign(static_cast<size_t>(vocab), 0);
-    for (int32_t t : ids)
-      if (t >= 0 && t < vocab) allow_[t] = 1;
-    for (int64_t t = 0; t < vocab; ++t)
-      if (!allow_[t]) logits[t] = kOff;
-  };
   switch (phase_) {
     case Phase::kReasoning:
-      for (int32_t t : stops_)
-        if (t >= 0 && t < vocab) logits[t] = kOff;
+      forbid(logits, vocab, stops_);
       return;
     case Phase::kForced:
-      only(forced_.allowed(*index_));
+      keep_only(logits, vocab, forced_.allowed(*index_));
       return;
     case Phase::kEnd:  // the message is closed: only a stop (with ignore_eos, anything)
-      if (!stops_.empty()) only(stops_);
+      if (!stops_.empty()) keep_only(logits, vocab, stops_);
       return;
-    case Phase::kJson:
-      break;
+    case Phase::kJson: {
+      const std::vector<int32_t> ok = std::visit([&](const auto& r) { return viable_tokens(*index_, r); }, json_);
+      K3_CHECK(!ok.empty(), "no token can continue the JSON text");
+      keep_only(logits, vocab, ok);
+      return;
+    }
   }
-  const std::vector<int32_t> ok = std::visit([&](const auto& r) { return viable_tokens(*index_, r); }, json_);
-  K3_CHECK(!ok.empty(), "no token can continue the JSON text");
-  only(ok);
 }
 
 void ChatJsonConstraint::accept(int32_t token) {
   using F = ForcedSequence;
   switch (phase_) {
     case Phase::kReasoning:
-      if (token == close_)
-        force({F::text("think"), F::special(sep_), F::special(open_), F::text("response"), F::special(sep_)},
+      if (token == t_.close)
+        force({F::text("think"), F::special(t_.sep), F::special(t_.open), F::text("response"), F::special(t_.sep)},
               Phase::kJson);
-      else if (token == open_)
-        force({F::text("response"), F::special(sep_)}, Phase::kJson);
+      else if (token == t_.open)
+        force({F::text("response"), F::special(t_.sep)}, Phase::kJson);
       return;
     case Phase::kForced:
       forced_.accept(token, tokenizer_);
@@ -147,8 +136,8 @@ void ChatJsonConstraint::accept(int32_t token) {
       return;
     case Phase::kJson:
       if (std::visit([&](auto& r) { return r.feed(tokenizer_.token_bytes(token)) && r.complete(); }, json_))
-        force({F::special(close_), F::text("response"), F::special(sep_), F::special(close_),
-               F::text("message"), F::special(sep_), F::special(end_)},
+        force({F::special(t_.close), F::text("response"), F::special(t_.sep), F::special(t_.close),
+               F::text("message"), F::special(t_.sep), F::special(t_.end)},
               Phase::kEnd);
       return;
     case Phase::kEnd:

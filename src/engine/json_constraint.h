@@ -68,13 +68,12 @@ class ChatJsonConstraint : public TokenConstraint {
   std::shared_ptr<const VocabIndex> index_;
   const Tokenizer& tokenizer_;
   std::vector<int32_t> stops_;
-  int32_t open_ = -1, close_ = -1, sep_ = -1, end_ = -1;
+  FrameTokens t_;
   Phase phase_;
   ForcedSequence forced_;
   Phase after_forced_ = Phase::kJson;
   std::shared_ptr<const CompiledSchema> schema_;
   std::variant<JsonValidator, SchemaValidator> json_;
-  std::vector<uint8_t> allow_;  // scratch: per token
 };
 
 }  // namespace k3

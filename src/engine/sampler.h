@@ -30,7 +30,7 @@ struct SamplingParams {
   float presence_penalty = 0.0f;    // [-2, 2]
   float frequency_penalty = 0.0f;   // [-2, 2]
   float repetition_penalty = 1.0f;  // (0, 2]; 1 = off
-  std::vector<std::pair<int32_t, float>> logit_bias;  // (token, bias in [-100, 100])
+  std::vector<std::pair<int32_t, float>> logit_bias = {};  // (token, bias in [-100, 100])
 };
 
 // Throws k3::Error for out-of-range parameters; vocab > 0 also checks logit_bias's tokens.

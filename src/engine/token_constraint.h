@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace k3 {
 
@@ -16,5 +17,9 @@ class TokenConstraint {
   // Advances past the sampled token (one the last mask allowed).
   virtual void accept(int32_t token) = 0;
 };
+
+// Mask helpers for implementations: every logit but those of `ids` / those of `ids` to -infinity.
+void keep_only(float* logits, int64_t vocab, const std::vector<int32_t>& ids);
+void forbid(float* logits, int64_t vocab, const std::vector<int32_t>& ids);
 
 }  // namespace k3

@@ -42,7 +42,7 @@ class ChatToolConstraint : public TokenConstraint {
   std::vector<int32_t> stops_;
   std::vector<std::string> names_;  // escaped, each followed by its closing quote
   bool single_call_;
-  int32_t open_ = -1, close_ = -1, sep_ = -1, end_ = -1;
+  FrameTokens t_;
   Phase phase_;
   ForcedSequence forced_;
   Phase after_forced_ = Phase::kBody;

@@ -161,7 +161,8 @@ TEST_F(ChatSessionTest, ImagePixelsReachTheModel) {
 }
 
 TEST_F(ChatSessionTest, ImagesNeedAVisionTower) {
-  ChatSession s(*model_, *tokenizer_, ChatSessionOptions{});
+  const ChatSessionOptions defaults;
+  ChatSession s(*model_, *tokenizer_, defaults);
   EXPECT_THROW(s.attach_image(pattern(28, 28, 1), "x.png"), Error);
   const ojson history = ojson::parse(R"([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}])");
   EXPECT_THROW(s.send_after(history, "hi"), Error);

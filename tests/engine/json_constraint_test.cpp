@@ -9,9 +9,8 @@
 #include <random>
 
 #include "engine/json_constraint.h"
-#include "support/test_support.h"
+#include "synth_vocab.h"
 #include "text/chat_output_parser.h"
-#include "text/synth_tokenizer.h"
 #include "text/tokenizer.h"
 
 namespace k3 {
@@ -19,17 +18,8 @@ namespace {
 
 class JsonConstraintTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    dir_ = new testing::TempDir();
-    write_synth_tokenizer(dir_->path(), 2048);
-    tok_ = new Tokenizer(Tokenizer::from_model_dir(dir_->path()));
-    index_ = std::make_shared<const VocabIndex>(*tok_);
-  }
-  static void TearDownTestSuite() {
-    delete tok_;
-    delete dir_;
-    index_.reset();
-  }
+  const Tokenizer* tok_ = &testing::SynthVocab::get().tok;
+  std::shared_ptr<const VocabIndex> index_ = testing::SynthVocab::get().index;
 
   // Runs the constraint for up to `steps` tokens from random logits; biases favour tokens whose
   // bytes contain these characters.  Returns the tokens, stopping after <|end_of_msg|>.
@@ -63,13 +53,7 @@ class JsonConstraintTest : public ::testing::Test {
     return out;
   }
 
-  static testing::TempDir* dir_;
-  static Tokenizer* tok_;
-  static std::shared_ptr<const VocabIndex> index_;
 };
-testing::TempDir* JsonConstraintTest::dir_ = nullptr;
-Tokenizer* JsonConstraintTest::tok_ = nullptr;
-std::shared_ptr<const VocabIndex> JsonConstraintTest::index_;
 
 const std::string kClose = "<|close|>response<|sep|><|close|>message<|sep|><|end_of_msg|>";
 

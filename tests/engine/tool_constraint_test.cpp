@@ -9,9 +9,8 @@
 
 #include "engine/json_constraint.h"
 #include "engine/tool_constraint.h"
-#include "support/test_support.h"
+#include "synth_vocab.h"
 #include "text/chat_output_parser.h"
-#include "text/synth_tokenizer.h"
 #include "text/tokenizer.h"
 
 namespace k3 {
@@ -19,17 +18,8 @@ namespace {
 
 class ToolConstraintTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    dir_ = new testing::TempDir();
-    write_synth_tokenizer(dir_->path(), 2048);
-    tok_ = new Tokenizer(Tokenizer::from_model_dir(dir_->path()));
-    index_ = std::make_shared<const VocabIndex>(*tok_);
-  }
-  static void TearDownTestSuite() {
-    index_.reset();
-    delete tok_;
-    delete dir_;
-  }
+  const Tokenizer* tok_ = &testing::SynthVocab::get().tok;
+  std::shared_ptr<const VocabIndex> index_ = testing::SynthVocab::get().index;
 
   // Follows `script` (text with K3 specials) wherever the mask allows, skipping script tokens it
   // refuses; random allowed tokens once the script is used up.  The generated ids.
@@ -67,13 +57,7 @@ class ToolConstraintTest : public ::testing::Test {
   }
   std::vector<int32_t> stops() const { return {tok_->require_special("<|end_of_msg|>")}; }
 
-  static testing::TempDir* dir_;
-  static Tokenizer* tok_;
-  static std::shared_ptr<const VocabIndex> index_;
 };
-testing::TempDir* ToolConstraintTest::dir_ = nullptr;
-Tokenizer* ToolConstraintTest::tok_ = nullptr;
-std::shared_ptr<const VocabIndex> ToolConstraintTest::index_;
 
 const std::string kCall =
     "<|open|>argument key=\"city\" type=\"string\"<|sep|>Paris<|close|>argument<|sep|><|close|>call<|sep|>";
