@@ -16,16 +16,15 @@ size_t overrides_below(const PrefixKey& key, int64_t len) {
 
 }  // namespace
 
-bool PrefixCache::is_prefix(const Entry& e, const PrefixKey& key) {
-  const size_t len = e.tokens.size();
-  if (len > key.tokens.size() || !std::equal(e.tokens.begin(), e.tokens.end(), key.tokens.begin())) return false;
-  const size_t n = overrides_below(key, static_cast<int64_t>(len));
-  if (n != e.media_positions.size() || !std::equal(e.media_positions.begin(), e.media_positions.end(),
-                                                   key.media_positions.begin()))
+bool same_prefix(const PrefixKey& a, const PrefixKey& b, int64_t len) {
+  const auto n = static_cast<size_t>(len);
+  if (a.tokens.size() < n || b.tokens.size() < n || !std::equal(a.tokens.begin(), a.tokens.begin() + len, b.tokens.begin()))
     return false;
-  const size_t floats = n * key.hidden;
-  return floats == e.media_rows.size() &&
-         (floats == 0 || std::memcmp(e.media_rows.data(), key.media_rows.data(), floats * sizeof(float)) == 0);
+  const size_t m = overrides_below(a, len);
+  if (m != overrides_below(b, len) || !std::equal(a.media_positions.begin(), a.media_positions.begin() + static_cast<std::ptrdiff_t>(m),
+                                                  b.media_positions.begin()))
+    return false;
+  return m == 0 || std::memcmp(a.media_rows.data(), b.media_rows.data(), m * a.hidden * sizeof(float)) == 0;
 }
 
 int64_t PrefixCache::shared_prefix(const PrefixKey& key) const {
@@ -89,6 +88,7 @@ void PrefixCache::store(const PrefixKey& prefix, const SequenceState& state) {
     entries_.pop_back();
     ++stats_.evictions;
   }
+  e.hidden = prefix.hidden;
   e.tokens.assign(prefix.tokens.begin(), prefix.tokens.end());
   e.media_positions.assign(prefix.media_positions.begin(), prefix.media_positions.begin() + static_cast<std::ptrdiff_t>(n));
   e.media_rows.assign(prefix.media_rows.begin(), prefix.media_rows.begin() + static_cast<std::ptrdiff_t>(n * prefix.hidden));

@@ -29,6 +29,10 @@ struct PrefixKey {
   size_t hidden = 0;
 };
 
+// Whether a and b agree on their first len tokens: the tokens, and the overrides (positions and
+// rows) among them.  False when either holds fewer than len tokens.
+bool same_prefix(const PrefixKey& a, const PrefixKey& b, int64_t len);
+
 struct PrefixCacheStats {
   int64_t entries = 0;
   uint64_t bytes = 0;
@@ -67,12 +71,16 @@ class PrefixCache {
     std::vector<int32_t> tokens;
     std::vector<int64_t> media_positions;
     std::vector<float> media_rows;
+    size_t hidden = 0;
     SequenceState state;
     uint64_t bytes = 0;
+    PrefixKey key() const { return {tokens, media_positions, media_rows, hidden}; }
   };
 
   // Whether `e` is a prefix of `key` (tokens and overrides inside e's length).
-  static bool is_prefix(const Entry& e, const PrefixKey& key);
+  static bool is_prefix(const Entry& e, const PrefixKey& key) {
+    return same_prefix(e.key(), key, static_cast<int64_t>(e.tokens.size()));
+  }
 
   uint64_t budget_;
   std::list<Entry> entries_;  // most recently used first

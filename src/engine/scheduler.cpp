@@ -179,35 +179,15 @@ uint64_t Scheduler::running_state_bytes() const {
   return n;
 }
 
-namespace {
-
-// Whether prompts a and b agree on [0, len): tokens, and the embedding overrides there.
-bool same_prefix(const Request& a, const Request& b, int64_t len, size_t hidden) {
-  if (static_cast<int64_t>(a.prompt.size()) < len || static_cast<int64_t>(b.prompt.size()) < len ||
-      !std::equal(a.prompt.begin(), a.prompt.begin() + len, b.prompt.begin()))
-    return false;
-  const auto below = [&](const Request& r) {
-    return std::lower_bound(r.embedding_positions.begin(), r.embedding_positions.end(), len) - r.embedding_positions.begin();
-  };
-  const auto n = below(a);
-  if (n != below(b) || !std::equal(a.embedding_positions.begin(), a.embedding_positions.begin() + n,
-                                   b.embedding_positions.begin()))
-    return false;
-  return std::equal(a.embedding_rows.begin(), a.embedding_rows.begin() + n * static_cast<std::ptrdiff_t>(hidden),
-                    b.embedding_rows.begin());
-}
-
-}  // namespace
-
 // Whether `next` should wait for a sequence that is still prefilling a prompt it starts with:
 // that sequence is about to leave its state in the prefix cache, and next would then prefill
 // only the rest instead of computing the same prefix beside it (the cores are busy either way).
 bool Scheduler::awaits_prefix(const Slot& next, const std::vector<std::unique_ptr<Slot>>& admitted) const {
-  const size_t hidden = static_cast<size_t>(model_.text().hidden_size);
   const int64_t n = static_cast<int64_t>(next.request.prompt.size());
+  const PrefixKey key = prefix_key(next.request, next.request.prompt.size());
   const auto feeds = [&](const Slot& s) {
     const int64_t at = cache_point(static_cast<int64_t>(s.request.prompt.size()));
-    return at > 0 && s.prefilled < at && at < n && same_prefix(s.request, next.request, at, hidden);
+    return at > 0 && s.prefilled < at && at < n && same_prefix(prefix_key(s.request, s.request.prompt.size()), key, at);
   };
   for (const auto& s : running_)
     if (feeds(*s)) return true;

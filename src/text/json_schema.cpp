@@ -39,6 +39,13 @@ CompiledSchema CompiledSchema::compile(const ojson& schema) {
   K3_CHECK(root == 0, "json_schema: internal node order");
   K3_CHECK(!c.nodes_[0].is_enum && (c.nodes_[0].types & kObject) && c.nodes_[0].types == kObject,
            "json_schema: the top-level schema must have type \"object\"");
+  c.any_ = static_cast<int>(c.nodes_.size());
+  c.nodes_.emplace_back();
+  for (Node& n : c.nodes_)
+    for (size_t i = 0; i < n.properties.size(); ++i) {
+      n.all_mask |= uint64_t{1} << i;
+      if (n.properties[i].required) n.required_mask |= uint64_t{1} << i;
+    }
   return c;
 }
 
@@ -254,11 +261,7 @@ bool SchemaValidator::frame_byte(uint8_t c) {
   Frame& f = frames_[depth_ - 1];
   const CompiledSchema::Node& n = schema_->node(f.node);
   if (f.object) {
-    uint64_t all = 0, required = 0;
-    for (size_t i = 0; i < n.properties.size(); ++i) {
-      all |= uint64_t{1} << i;
-      if (n.properties[i].required) required |= uint64_t{1} << i;
-    }
+    const uint64_t all = n.all_mask, required = n.required_mask;
     const auto close = [&] {
       if ((f.seen & required) != required) return false;
       --depth_;
@@ -298,14 +301,7 @@ bool SchemaValidator::frame_byte(uint8_t c) {
     if (f.count >= n.max_items) return false;
     ++f.count;
     f.phase = Phase::kValue;
-    if (n.items < 0) {  // no items schema: any value
-      integer_ = false;
-      delegate_ = JsonValidator(false);
-      if (!delegate_.feed(c)) return false;
-      mode_ = Mode::kDelegate;
-      return true;
-    }
-    return start_value(n.items, c);
+    return start_value(n.items >= 0 ? n.items : schema_->any_node(), c);
   };
   const auto close = [&] {
     if (f.count < n.min_items) return false;

@@ -46,7 +46,9 @@ class CompiledSchema {
   struct Node {
     uint8_t types = kAny;
     std::vector<Property> properties;  // kObject
-    int items = -1;                    // kArray: the items' node (-1: any)
+    uint64_t all_mask = 0;             // a bit per property ...
+    uint64_t required_mask = 0;        // ... and per required one
+    int items = -1;                    // kArray: the items' node (-1: any_node())
     int64_t min_items = 0, max_items = INT64_MAX;
     std::vector<std::string> values;  // enum / const: compact JSON texts (types unused then)
     bool is_enum = false;
@@ -55,11 +57,14 @@ class CompiledSchema {
   // Throws k3::Error naming an unsupported keyword or a malformed schema.
   static CompiledSchema compile(const ojson& schema);
   const Node& node(int i) const { return nodes_[static_cast<size_t>(i)]; }
+  // A node that accepts any value (array items without a schema).
+  int any_node() const { return any_; }
 
  private:
   int add(const ojson& schema, const ojson& root, const std::string& where);
   std::vector<Node> nodes_;
   std::vector<std::pair<std::string, int>> refs_;  // "$ref" -> node
+  int any_ = 0;
 };
 
 class SchemaValidator {
