@@ -1,5 +1,7 @@
 #include "text/json_validator.h"
 
+#include <algorithm>
+
 namespace k3 {
 namespace {
 
@@ -44,6 +46,9 @@ bool JsonValidator::start_value(uint8_t c) {
       if (!is_digit(c)) return false;
       mode_ = Mode::kNumber;
       num_ = c == '0' ? Num::kZero : Num::kInt;
+      int_digits_ = 1;
+      exp_ = 0;
+      exp_neg_ = false;
       return true;
   }
 }
@@ -96,13 +101,7 @@ bool JsonValidator::structural(uint8_t c) {
 }
 
 bool JsonValidator::string_byte(uint8_t c) {
-  if (utf8_left_ > 0) {
-    if (c < utf8_lo_ || c > utf8_hi_) return false;
-    --utf8_left_;
-    utf8_lo_ = 0x80;
-    utf8_hi_ = 0xBF;
-    return true;
-  }
+  if (!utf8_.complete()) return utf8_.feed(c);
   if (escape_ == 1) {  // after a backslash
     if (c == 'u') {
       escape_ = 5;  // four hex digits to come: 5, 4, 3, 2
@@ -129,22 +128,7 @@ bool JsonValidator::string_byte(uint8_t c) {
     return true;
   }
   if (c < 0x20) return false;
-  if (c < 0x80) return true;
-  // UTF-8 lead bytes, with the range of the first continuation byte (RFC 3629's table).
-  if (c >= 0xC2 && c <= 0xDF) {
-    utf8_left_ = 1;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    utf8_left_ = 2;
-    if (c == 0xE0) utf8_lo_ = 0xA0;
-    if (c == 0xED) utf8_hi_ = 0x9F;  // no surrogates
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    utf8_left_ = 3;
-    if (c == 0xF0) utf8_lo_ = 0x90;
-    if (c == 0xF4) utf8_hi_ = 0x8F;  // nothing above U+10FFFF
-  } else {
-    return false;
-  }
-  return true;
+  return utf8_.feed(c);
 }
 
 bool JsonValidator::feed(uint8_t c) {
@@ -162,6 +146,9 @@ bool JsonValidator::feed(uint8_t c) {
         case Num::kMinus:
           if (!is_digit(c)) return false;
           num_ = c == '0' ? Num::kZero : Num::kInt;
+          int_digits_ = 1;
+          exp_ = 0;
+          exp_neg_ = false;
           return true;
         case Num::kDot:
           if (!is_digit(c)) return false;
@@ -170,19 +157,22 @@ bool JsonValidator::feed(uint8_t c) {
         case Num::kE:
           if (c == '+' || c == '-') {
             num_ = Num::kESign;
+            exp_neg_ = c == '-';
             return true;
           }
           if (!is_digit(c)) return false;
           num_ = Num::kExp;
-          return true;
+          return exp_digit(c);
         case Num::kESign:
           if (!is_digit(c)) return false;
           num_ = Num::kExp;
-          return true;
+          return exp_digit(c);
         case Num::kInt:
+          if (is_digit(c)) return ++int_digits_ - 1 <= kMaxDecimalExponent;
+          [[fallthrough]];
         case Num::kFrac:
         case Num::kExp:
-          if (is_digit(c)) return true;
+          if (is_digit(c)) return num_ == Num::kExp ? exp_digit(c) : true;
           [[fallthrough]];
         case Num::kZero:
           if ((num_ == Num::kZero || num_ == Num::kInt) && c == '.') {
@@ -201,6 +191,11 @@ bool JsonValidator::feed(uint8_t c) {
     default:
       return structural(c);
   }
+}
+
+bool JsonValidator::exp_digit(uint8_t c) {
+  exp_ = static_cast<int16_t>(std::min(exp_ * 10 + (c - '0'), 10000));
+  return exp_neg_ || int_digits_ - 1 + exp_ <= kMaxDecimalExponent;
 }
 
 }  // namespace k3

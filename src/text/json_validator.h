@@ -7,7 +7,10 @@
 // Checked: structure (objects, arrays, ':' and ',' placement, no trailing commas), strings (no
 // raw control characters, valid escapes, \u with 4 hex digits, well-formed UTF-8: no overlong
 // forms, surrogates or code points above U+10FFFF), numbers (JSON's grammar: no leading zeros,
-// digits after '.' and 'e'), the literals true / false / null, and nesting up to kMaxDepth.
+// digits after '.' and 'e'; and, as nlohmann::json::accept, nothing that overflows a double:
+// a number whose integer digits and exponent put it at 10^308 or above is refused, a
+// conservative bound that also refuses e.g. 0e308), the literals true / false / null, and
+// nesting up to kMaxDepth.
 // Not checked: duplicate keys, or \u surrogate pairing (both are valid JSON text).
 //
 // Two limits keep a constrained generation from running away: whitespace outside strings comes
@@ -16,6 +19,8 @@
 
 #include <cstdint>
 #include <string_view>
+
+#include "text/utf8.h"
 
 namespace k3 {
 
@@ -32,6 +37,7 @@ class JsonValidator {
  public:
   static constexpr int kMaxDepth = 32;
   static constexpr int kMaxWhitespaceRun = 8;
+  static constexpr int kMaxDecimalExponent = 307;  // numbers stay below 10^(this + 1)
 
   explicit JsonValidator(bool object_only = false) : object_only_(object_only) {}
   // JSON's four whitespace bytes.
@@ -71,17 +77,20 @@ class JsonValidator {
   bool structural(uint8_t c);
   bool string_byte(uint8_t c);
   bool number_byte(uint8_t c);
+  bool exp_digit(uint8_t c);  // one more exponent digit: false once the number could overflow
   bool whitespace();
 
   bool object_only_;
   Mode mode_ = Mode::kStart;
   bool key_ = false;       // the current string is an object key
   Num num_ = Num::kMinus;  // number sub-state
+  int16_t int_digits_ = 0;  // number: digits before '.' (capped by the refusal)
+  int16_t exp_ = 0;         // number: the exponent's magnitude so far (capped at 10000)
+  bool exp_neg_ = false;
   uint8_t lit_ = 0;        // literal: which one (0 true, 1 false, 2 null) ...
   uint8_t lit_pos_ = 0;    // ... and how many of its bytes were read
   uint8_t escape_ = 0;     // string: 1 after '\', 2..5 = hex digits of \u still to come + 1
-  uint8_t utf8_left_ = 0;  // string: continuation bytes still to come
-  uint8_t utf8_lo_ = 0x80, utf8_hi_ = 0xBF;  // the range the next continuation byte must be in
+  utf8::Checker utf8_;     // string: UTF-8 well-formedness
   uint8_t ws_run_ = 0;
   int depth_ = 0;
   uint8_t stack_[kMaxDepth] = {};  // '{' or '['

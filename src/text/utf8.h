@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -21,6 +22,49 @@ enum class Scan { kValid, kInvalid, kTruncated };
 size_t scan(std::string_view s, size_t i, Scan& result);
 
 bool is_valid(std::string_view s);
+
+// A byte-at-a-time well-formedness check (RFC 3629: no overlong forms, surrogates or code
+// points above U+10FFFF), a small copyable value for constrained decoding.
+class Checker {
+ public:
+  // false: c cannot continue well-formed UTF-8 (the state is then unspecified).
+  bool feed(uint8_t c) {
+    if (left_ > 0) {
+      if (c < lo_ || c > hi_) return false;
+      --left_;
+      lo_ = 0x80;
+      hi_ = 0xBF;
+      return true;
+    }
+    if (c < 0x80) return true;
+    // Lead bytes, with the range of the first continuation byte.
+    if (c >= 0xC2 && c <= 0xDF) {
+      left_ = 1;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      left_ = 2;
+      if (c == 0xE0) lo_ = 0xA0;
+      if (c == 0xED) hi_ = 0x9F;  // no surrogates
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      left_ = 3;
+      if (c == 0xF0) lo_ = 0x90;
+      if (c == 0xF4) hi_ = 0x8F;  // nothing above U+10FFFF
+    } else {
+      return false;
+    }
+    return true;
+  }
+  bool feed(std::string_view b) {
+    for (char c : b)
+      if (!feed(static_cast<uint8_t>(c))) return false;
+    return true;
+  }
+  // No character is half-way.
+  bool complete() const { return left_ == 0; }
+
+ private:
+  uint8_t left_ = 0;  // continuation bytes still to come
+  uint8_t lo_ = 0x80, hi_ = 0xBF;  // the range the next continuation byte must be in
+};
 
 // s with every ill-formed subpart (including a truncated one at the end) replaced by U+FFFD.
 std::string sanitize(std::string_view s);

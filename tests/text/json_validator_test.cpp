@@ -29,6 +29,19 @@ TEST(JsonValidator, HandPickedDocuments) {
     EXPECT_FALSE(accepts(bad)) << bad;
     EXPECT_FALSE(nlohmann::json::accept(bad)) << bad;
   }
+  // Numbers that overflow a double are refused, as nlohmann refuses them (the bound is
+  // conservative: 10^308 and up, whatever the fraction says).
+  for (const char* ok : {"1e307", "9.99e307", "-1e307", "1e-400", "0.5e-9999", "12345678901234567890e287"}) {
+    EXPECT_TRUE(accepts(ok)) << ok;
+    EXPECT_TRUE(nlohmann::json::accept(ok)) << ok;
+  }
+  for (const char* bad : {"1e400", "-1e309", "625e10010014", "[2e99999]"}) {
+    EXPECT_FALSE(accepts(bad)) << bad;
+    EXPECT_FALSE(nlohmann::json::accept(bad)) << bad;
+  }
+  EXPECT_FALSE(accepts("1e308"));
+  EXPECT_FALSE(accepts(std::string(309, '9')));
+  EXPECT_TRUE(accepts(std::string(308, '9')));
   EXPECT_TRUE(accepts("{\"a\":1}", true));
   EXPECT_FALSE(accepts("[1]", true));
   EXPECT_FALSE(accepts("\"x\"", true));
