@@ -43,7 +43,9 @@ void ForcedSequence::accept(int32_t token, const Tokenizer& tokenizer) {
       if (std::string_view(t).substr(pos_).substr(0, b.size()) == b) keep.push_back(std::move(t));
     f.texts = std::move(keep);
     pos_ += b.size();
-    done = f.texts.empty() || std::any_of(f.texts.begin(), f.texts.end(), [&](const std::string& t) { return t.size() == pos_; });
+    const auto whole = std::find_if(f.texts.begin(), f.texts.end(), [&](const std::string& t) { return t.size() == pos_; });
+    done = f.texts.empty() || whole != f.texts.end();
+    if (whole != f.texts.end()) last_ = *whole;
   }
   if (done) {
     items_.pop_front();

@@ -36,10 +36,13 @@ class ForcedSequence {
   std::vector<int32_t> allowed(const VocabIndex& index) const;
   // Advances past `token` (one allowed() listed).
   void accept(int32_t token, const Tokenizer& tokenizer);
+  // The text of the text item completed last (which of a one_of's texts was spelled).
+  const std::string& last_text() const { return last_; }
 
  private:
   std::deque<Item> items_;
   size_t pos_ = 0;  // bytes of the front text item already spelled
+  std::string last_;
 };
 
 }  // namespace k3

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -50,6 +51,38 @@ class VocabIndex {
   std::vector<std::string> bytes_;
   std::vector<uint32_t> lcp_;
 };
+
+// Every ordinary token whose bytes all continue the text `start` has read (R: a small copyable
+// byte recogniser with bool feed(uint8_t), e.g. JsonValidator or SchemaValidator).  states[d] is the
+// recogniser after d bytes of the current token; a token shares states[0..lcp] with the one
+// before, and a token that shares a prefix that already failed fails too (`dead`: the length of
+// that prefix).
+template <class R>
+std::vector<int32_t> viable_tokens(const VocabIndex& index, const R& start) {
+  thread_local std::vector<R> states;
+  std::vector<int32_t> ok;
+  states.assign(1, start);
+  size_t dead = std::numeric_limits<size_t>::max();
+  for (size_t i = 0; i < index.size(); ++i) {
+    const std::string_view b = index.bytes(i);
+    const size_t l = index.lcp(i);
+    if (l >= dead) continue;
+    dead = std::numeric_limits<size_t>::max();
+    if (states.size() > l + 1) states.erase(states.begin() + static_cast<std::ptrdiff_t>(l + 1), states.end());
+    bool good = true;
+    for (size_t d = states.size() - 1; d < b.size(); ++d) {
+      R v = states[d];
+      if (!v.feed(static_cast<uint8_t>(b[d]))) {
+        dead = d + 1;
+        good = false;
+        break;
+      }
+      states.push_back(v);
+    }
+    if (good) ok.push_back(index.id(i));
+  }
+  return ok;
+}
 
 class ChatJsonConstraint : public TokenConstraint {
  public:

@@ -21,6 +21,7 @@
 
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
+#include "engine/tool_constraint.h"
 #include "text/json_schema.h"
 #include "text/py_json.h"
 
@@ -43,7 +44,7 @@ struct GenerationParams {
   bool json_object = false;          // chat: response_format {"type": "json_object"}
   std::shared_ptr<const CompiledSchema> json_schema;  // chat: response_format json_schema
   // Chat, from tool_choice (set by the handler, not parsed here): decoding must call one of these.
-  std::vector<std::string> forced_tools;
+  std::vector<ForcedTool> forced_tools;
   bool single_tool_call = false;
 };
 

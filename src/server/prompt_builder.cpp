@@ -126,18 +126,34 @@ PreparedChat prepare_chat(const EngineHost& host, const ojson& body, const Image
   out.parser = chat_parser_options(req);
   const ojson& tc = req.options.tool_choice;
   if (out.parser.parse_tools && req.tools.is_array()) {
-    std::vector<std::string> names;
-    for (const ojson& t : req.tools)
-      if (t.contains("function") && t["function"].contains("name") && t["function"]["name"].is_string())
-        names.push_back(t["function"]["name"]);
+    // Each tool with its compiled parameters: a forced call's arguments then satisfy them.  A
+    // schema outside the supported subset leaves that tool's arguments free, unless the tool
+    // asks for "strict" (then the request is refused, naming the keyword).
+    std::vector<ForcedTool> tools;
+    for (size_t i = 0; i < req.tools.size(); ++i) {
+      const ojson& t = req.tools[i];
+      if (!t.contains("function") || !t["function"].contains("name") || !t["function"]["name"].is_string()) continue;
+      const ojson& fn = t["function"];
+      std::shared_ptr<const CompiledSchema> params;
+      if (fn.contains("parameters") && fn["parameters"].is_object()) {
+        try {
+          params = std::make_shared<const CompiledSchema>(CompiledSchema::compile(fn["parameters"]));
+        } catch (const Error& e) {
+          if (fn.contains("strict") && fn["strict"].is_boolean() && fn["strict"].get<bool>())
+            throw ApiError(400, cat("tools[", i, "].function.parameters: ", e.what()), "tools", "unsupported_schema");
+        }
+      }
+      tools.emplace_back(fn["name"].get<std::string>(), std::move(params));
+    }
     if (tc.is_string() && tc == "required") {
-      out.forced_tools = names;
+      out.forced_tools = tools;
     } else if (tc.is_object()) {
       const std::string name = tc["function"]["name"];
-      if (std::find(names.begin(), names.end(), name) == names.end())
+      auto it = std::find_if(tools.begin(), tools.end(), [&](const ForcedTool& t) { return t.name == name; });
+      if (it == tools.end())
         throw ApiError(400, cat("tool_choice names the function '", name, "', which is not among the tools"),
                        "tool_choice");
-      out.forced_tools = {name};
+      out.forced_tools = {*it};
       out.single_call = true;
     }
   }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/tool_constraint.h"
 #include "server/engine_host.h"
 #include "text/chat_output_parser.h"
 #include "text/py_json.h"
@@ -35,7 +36,7 @@ struct PreparedChat {
   ChatParserOptions parser;
   // tool_choice "required" (every tool's name) or a named function (that name, single_call):
   // decoding must end in such a call (engine/tool_constraint.h).  Empty otherwise.
-  std::vector<std::string> forced_tools;
+  std::vector<ForcedTool> forced_tools;
   bool single_call = false;
 };
 

@@ -257,7 +257,7 @@ bool SchemaValidator::frame_byte(uint8_t c) {
   if (JsonValidator::is_ws(c)) return ++ws_run_ <= JsonValidator::kMaxWhitespaceRun;
   ws_run_ = 0;
   if (mode_ == Mode::kDone) return false;
-  if (mode_ == Mode::kStart) return c == '{' && start_value(0, c);
+  if (mode_ == Mode::kStart) return root_ < 0 ? c == '{' && start_value(0, c) : start_value(root_, c);
   Frame& f = frames_[depth_ - 1];
   const CompiledSchema::Node& n = schema_->node(f.node);
   if (f.object) {
@@ -324,6 +324,18 @@ bool SchemaValidator::frame_byte(uint8_t c) {
     default:
       return false;
   }
+}
+
+bool SchemaValidator::complete_at_end() const {
+  if (complete()) return true;
+  if (depth_ != 0) return false;
+  if (mode_ == Mode::kDelegate) return delegate_.complete_at_end();
+  if (mode_ == Mode::kEnum) {
+    const auto& values = schema_->node(enum_node_).values;
+    for (size_t i = 0; i < values.size(); ++i)
+      if ((enum_mask_ >> i & 1) && values[i].size() == enum_pos_) return true;
+  }
+  return false;
 }
 
 bool SchemaValidator::feed(uint8_t c) {

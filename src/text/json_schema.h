@@ -14,6 +14,8 @@
 // each at most once, names written without escapes; '}' only once every required one is there.
 // A schema without "type" (or {}) accepts any JSON value.  Objects have at most 64 properties;
 // typed containers nest at most kMaxFrames deep (untyped values inside them may nest further).
+// A validator may also start at any node as a lone value of any type (a tool-call argument,
+// engine/tool_constraint.h); complete_at_end() then also accepts a number the end finishes.
 #pragma once
 
 #include <cstdint>
@@ -71,10 +73,15 @@ class SchemaValidator {
  public:
   static constexpr int kMaxFrames = 16;
 
-  explicit SchemaValidator(const CompiledSchema* schema) : schema_(schema) {}
+  // The document: an object of node 0 (response_format), or with root >= 0 one value of that
+  // node, of whatever type it allows.
+  explicit SchemaValidator(const CompiledSchema* schema, int root = -1) : schema_(schema), root_(root) {}
   bool feed(uint8_t c);
   bool feed(std::string_view bytes) { return feed_each(*this, bytes); }
   bool complete() const { return mode_ == Mode::kDone; }
+  // complete(), or a top-level value that the end of the text would finish ("12", an enum
+  // member that another member extends).
+  bool complete_at_end() const;
 
  private:
   enum class Mode : uint8_t { kStart, kFrame, kKey, kDelegate, kEnum, kDone };
@@ -95,6 +102,7 @@ class SchemaValidator {
   bool enum_byte(uint8_t c);
 
   const CompiledSchema* schema_;
+  int root_ = -1;
   Mode mode_ = Mode::kStart;
   Frame frames_[kMaxFrames];
   int depth_ = 0;

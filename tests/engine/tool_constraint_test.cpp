@@ -1,14 +1,18 @@
 // ChatToolConstraint on a synthetic K3 tokenizer: a scripted "model" (noise plus a large bonus
 // on the next token of a script) is driven through the mask; the script's forbidden moves (an
-// early end, a tool that does not exist, a message without a call) are refused, and the chat
-// output parser reads the result back with the forced calls.
+// early end, a tool that does not exist, a message without a call, arguments the tool's schema
+// refuses) are refused, and the chat output parser reads the result back with the forced calls.
+// Random "models" over several parameter schemas check that every finished call's arguments
+// satisfy its schema (support/json_schema_reference.h, independent of the recogniser).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "engine/json_constraint.h"
 #include "engine/tool_constraint.h"
+#include "support/json_schema_reference.h"
 #include "synth_vocab.h"
 #include "text/chat_output_parser.h"
 #include "text/tokenizer.h"
@@ -110,6 +114,104 @@ TEST_F(ToolConstraintTest, AMessageWithoutACallIsNotAllowed) {
             std::string::npos)
       << text;
   EXPECT_NE(ids.back(), tok_->require_special("<|end_of_msg|>"));
+}
+
+using nlohmann::json;
+
+std::shared_ptr<const CompiledSchema> compiled(const json& schema) {
+  return std::make_shared<const CompiledSchema>(CompiledSchema::compile(schema));
+}
+
+const json kWeather = json::parse(R"({
+  "type": "object",
+  "properties": {
+    "city": {"type": "string"},
+    "days": {"type": "integer"},
+    "unit": {"enum": ["celsius", "fahrenheit"]}
+  },
+  "required": ["city", "days"],
+  "additionalProperties": false
+})");
+
+TEST_F(ToolConstraintTest, ArgumentsFollowTheToolsSchema) {
+  ChatToolConstraint c(index_, *tok_, false, stops(), {ForcedTool("get_weather", compiled(kWeather))}, true);
+  // Refused on the way: closing the call before the required arguments, an unknown key, the
+  // type "string" for an integer, a word where the integer goes, a unit outside the enum.
+  const std::vector<int32_t> ids = drive(
+      c, "<|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool=\"get_weather\" index=\"1\"<|sep|>"
+         "<|close|>call<|sep|>"
+         "<|open|>argument key=\"city\" type=\"string\"<|sep|>Paris<|close|>argument<|sep|>"
+         "<|open|>argument key=\"days\" type=\"number\"<|sep|>three 3<|close|>argument<|sep|>"
+         "<|open|>argument key=\"unit\" type=\"string\"<|sep|>kelvin celsius<|close|>argument<|sep|>"
+         "<|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|><|end_of_msg|>",
+      400);
+  const ParsedChatMessage m = parse(ids, false);
+  EXPECT_FALSE(m.degraded) << tok_->decode(ids);
+  ASSERT_EQ(m.tool_calls.size(), 1u) << tok_->decode(ids);
+  EXPECT_EQ(m.tool_calls[0].arguments, "{\"city\": \"Paris\", \"days\": 3, \"unit\": \"celsius\"}")
+      << tok_->decode(ids);
+}
+
+// A "model" that is noise plus a bonus on the K3 structure and on the bytes that close JSON
+// strings and containers, so random messages finish: whatever it picks inside the mask, every
+// finished call's arguments satisfy the tool's schema.
+TEST_F(ToolConstraintTest, RandomCallsAlwaysSatisfyTheirSchemas) {
+  const json schemas[] = {
+      kWeather,
+      json::parse(R"({"type": "object", "properties": {
+        "q": {"type": "string"}, "n": {"type": ["integer", "null"]}, "ok": {"type": "boolean"},
+        "tags": {"type": "array", "items": {"enum": ["a", "b", 3]}, "minItems": 1, "maxItems": 2},
+        "filter": {"type": "object", "properties": {"lo": {"type": "number"}, "hi": {"type": "number"}},
+                   "required": ["lo"], "additionalProperties": false},
+        "any": {}},
+        "required": ["q", "filter"]})"),
+      json::parse(R"({"type": "object", "properties": {}})"),
+      json::parse(R"({"type": "object", "properties": {"tree": {"$ref": "#/$defs/t"}}, "required": ["tree"],
+        "$defs": {"t": {"type": "object", "properties": {"v": {"type": "integer"},
+                                                         "kids": {"type": "array", "items": {"$ref": "#/$defs/t"}}},
+                        "required": ["v"]}}})"),
+  };
+  const int32_t open = tok_->require_special("<|open|>"), close = tok_->require_special("<|close|>");
+  const int32_t end = tok_->require_special("<|end_of_msg|>");
+  const int64_t vocab = tok_->vocab_size();
+  std::vector<float> bonus(static_cast<size_t>(vocab), 0.0f);
+  for (int32_t id = 0; id < vocab; ++id) {
+    if (id == open || id == close) bonus[static_cast<size_t>(id)] = 3.0f;
+    if (tok_->is_special(id)) continue;
+    const std::string b(tok_->token_bytes(id));
+    if (b.find_first_of("\"}]") != std::string::npos) bonus[static_cast<size_t>(id)] = 2.5f;
+  }
+  int finished = 0, calls = 0;
+  for (size_t k = 0; k < std::size(schemas); ++k) {
+    for (uint32_t seed = 1; seed <= 25; ++seed) {
+      ChatToolConstraint c(index_, *tok_, false, stops(), {ForcedTool("t", compiled(schemas[k]))}, false);
+      std::mt19937 g(seed * 7919 + static_cast<uint32_t>(k));
+      std::normal_distribution<float> nd;
+      std::vector<float> logits(static_cast<size_t>(vocab));
+      std::vector<int32_t> ids;
+      for (int s = 0; s < 600 && (ids.empty() || ids.back() != end); ++s) {
+        for (int64_t i = 0; i < vocab; ++i) logits[static_cast<size_t>(i)] = nd(g) + bonus[static_cast<size_t>(i)];
+        c.mask(logits.data(), vocab);
+        const int32_t pick = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+        ASSERT_TRUE(std::isfinite(logits[static_cast<size_t>(pick)])) << "schema " << k << " seed " << seed;
+        c.accept(pick);
+        ids.push_back(pick);
+      }
+      if (ids.back() != end) continue;
+      ++finished;
+      const ParsedChatMessage m = parse(ids, false);
+      EXPECT_FALSE(m.degraded) << tok_->decode(ids);
+      ASSERT_FALSE(m.tool_calls.empty()) << tok_->decode(ids);
+      for (const ParsedToolCall& call : m.tool_calls) {
+        ++calls;
+        const json args = json::parse(call.arguments);
+        EXPECT_TRUE(testing::satisfies(args, schemas[k], schemas[k]))
+            << "schema " << k << ": " << call.arguments << "\n" << tok_->decode(ids);
+      }
+    }
+  }
+  // Most random messages finish within the step budget (the test would prove nothing otherwise).
+  EXPECT_GE(finished, 60) << calls << " calls";
 }
 
 }  // namespace
