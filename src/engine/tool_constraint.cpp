@@ -141,8 +141,8 @@ void ChatToolConstraint::after_forced() {
     }
     case Phase::kPickType: {
       const int node = schema()->node(0).properties[static_cast<size_t>(prop_)].node;
-      const CompiledSchema::Node& n = schema()->node(node);
       if (got == "string\"") {
+        const CompiledSchema::Node& n = schema()->node(schema()->branch(node, '"'));  // anyOf: the string one
         if (!n.is_enum) {
           raw_ = utf8::Checker();
           phase_ = Phase::kArgString;

@@ -10,7 +10,8 @@ namespace {
 const char* const kAnnotations[] = {"title", "description", "default", "examples", "$schema",
                                     "$id",   "$comment",    "$defs",   "definitions"};
 const char* const kKeywords[] = {"type",     "properties", "required", "additionalProperties", "items",
-                                 "minItems", "maxItems",   "enum",     "const",                "$ref"};
+                                 "minItems", "maxItems",   "enum",     "const",                "$ref",
+                                 "anyOf",    "oneOf"};
 
 uint8_t type_bit(const std::string& name, const std::string& where) {
   if (name == "object") return CompiledSchema::kObject;
@@ -32,6 +33,59 @@ int64_t count_field(const ojson& s, const char* f, const std::string& where) {
 
 }  // namespace
 
+uint8_t CompiledSchema::start_class(uint8_t c) {
+  if (c == '{') return kObject;
+  if (c == '[') return kArray;
+  if (c == '"') return kString;
+  if (c == '-' || (c >= '0' && c <= '9')) return kNumber;
+  if (c == 't' || c == 'f') return kBoolean;
+  if (c == 'n') return kNull;
+  return 0;
+}
+
+int CompiledSchema::branch(int node, uint8_t c) const {
+  for (int hops = 0; hops <= static_cast<int>(nodes_.size()); ++hops) {
+    const Node& n = nodes_[static_cast<size_t>(node)];
+    if (n.alternatives.empty()) return node;
+    const uint8_t k = start_class(c);
+    int next = -1;
+    for (int a : n.alternatives)
+      if (nodes_[static_cast<size_t>(a)].starts & k) next = a;
+    if (next < 0) return -1;
+    node = next;
+  }
+  return -1;
+}
+
+// Fills `starts` (the start classes of a node's values) and, for anyOf / oneOf nodes, `types`
+// (the union of the alternatives'), checking that the alternatives' classes are disjoint.
+void CompiledSchema::resolve(int index, std::vector<uint8_t>& state) {
+  Node& n = nodes_[static_cast<size_t>(index)];
+  if (state[static_cast<size_t>(index)] == 2) return;
+  K3_CHECK(state[static_cast<size_t>(index)] == 0, "json_schema: anyOf / oneOf that contains itself");
+  state[static_cast<size_t>(index)] = 1;
+  if (n.is_enum) {
+    n.starts = 0;
+    for (const std::string& v : n.values) n.starts |= start_class(static_cast<uint8_t>(v[0]));
+  } else if (!n.alternatives.empty()) {
+    uint8_t starts = 0, types = 0;
+    for (int a : n.alternatives) {
+      resolve(a, state);
+      const Node& alt = nodes_[static_cast<size_t>(a)];
+      K3_CHECK(!(starts & alt.starts), "json_schema: the alternatives of anyOf / oneOf at ", n.where,
+               " must be told apart by their first byte (different JSON types, such as a type or null); "
+               "overlapping ones are not supported");
+      starts |= alt.starts;
+      types |= alt.is_enum ? alt.starts : alt.types;
+    }
+    n.starts = starts;
+    n.types = types;
+  } else {
+    n.starts = static_cast<uint8_t>((n.types & ~kInteger) | ((n.types & kInteger) ? kNumber : 0));
+  }
+  state[static_cast<size_t>(index)] = 2;
+}
+
 CompiledSchema CompiledSchema::compile(const ojson& schema) {
   K3_CHECK(schema.is_object(), "json_schema: the schema must be an object");
   CompiledSchema c;
@@ -41,6 +95,8 @@ CompiledSchema CompiledSchema::compile(const ojson& schema) {
            "json_schema: the top-level schema must have type \"object\"");
   c.any_ = static_cast<int>(c.nodes_.size());
   c.nodes_.emplace_back();
+  std::vector<uint8_t> state(c.nodes_.size(), 0);
+  for (size_t i = 0; i < c.nodes_.size(); ++i) c.resolve(static_cast<int>(i), state);
   for (Node& n : c.nodes_)
     for (size_t i = 0; i < n.properties.size(); ++i) {
       n.all_mask |= uint64_t{1} << i;
@@ -89,6 +145,20 @@ int CompiledSchema::add(const ojson& s, const ojson& root, const std::string& wh
     const int got = add((*defs)[name], root, ref);
     K3_CHECK(got == target, "json_schema: internal ref order");
     return target;
+  }
+  for (const char* k : {"anyOf", "oneOf"}) {
+    if (!s.contains(k)) continue;
+    const ojson& alts = s[k];
+    K3_CHECK(alts.is_array() && !alts.empty(), "json_schema: ", k, " at ", where, " must be a non-empty list");
+    for (const char* other : kKeywords)
+      K3_CHECK(std::string(other) == k || !s.contains(other), "json_schema: ", k, " at ", where, " with '", other,
+               "' beside it is not supported");
+    std::vector<int> nodes;
+    for (size_t i = 0; i < alts.size(); ++i) nodes.push_back(add(alts[i], root, cat(where, "/", k, "/", i)));
+    // A oneOf whose alternatives start differently is an anyOf: at most one can match.
+    nodes_[static_cast<size_t>(index)].alternatives = std::move(nodes);
+    nodes_[static_cast<size_t>(index)].where = where;
+    return index;
   }
   if (s.contains("enum") || s.contains("const")) {
     std::vector<ojson> vals;
@@ -171,6 +241,8 @@ bool SchemaValidator::value_done() {
 }
 
 bool SchemaValidator::start_value(int node, uint8_t c) {
+  node = schema_->branch(node, c);  // anyOf / oneOf: the alternative this byte starts
+  if (node < 0) return false;
   const CompiledSchema::Node& n = schema_->node(node);
   if (n.is_enum) {
     uint64_t mask = 0;

@@ -2,14 +2,16 @@
 // incremental recogniser that accepts exactly the JSON texts that both parse and satisfy it,
 // byte by byte, like JsonValidator (a small copyable value; feed() false = not a valid prefix).
 //
-// Supported keywords (anything else, e.g. pattern, format, minimum, anyOf, is refused by
+// Supported keywords (anything else, e.g. pattern, format, minimum, allOf, is refused by
 // compile() with a k3::Error naming it, so a schema is never silently ignored):
 //   type (a name or a list of names: object, array, string, number, integer, boolean, null),
 //   properties, required, additionalProperties (false, true or a schema: only the listed
 //   properties are ever produced, which every one of these allows), items, minItems, maxItems,
-//   enum, const, $ref to "#/$defs/NAME" or "#/definitions/NAME" (recursion included), and the
-//   annotations title, description, default, examples, $schema, $id, $comment, $defs,
-//   definitions.
+//   enum, const, $ref to "#/$defs/NAME" or "#/definitions/NAME" (recursion included), anyOf and
+//   oneOf whose alternatives start differently (different JSON types: the first byte of a value
+//   picks its alternative, as in Pydantic's Optional[X] = anyOf [X, null]; with disjoint
+//   alternatives oneOf is anyOf), and the annotations title, description, default, examples,
+//   $schema, $id, $comment, $defs, definitions.
 // The document must be an object schema (as OpenAI requires).  Properties come in any order,
 // each at most once, names written without escapes; '}' only once every required one is there.
 // A schema without "type" (or {}) accepts any JSON value.  Objects have at most 64 properties;
@@ -54,6 +56,9 @@ class CompiledSchema {
     int64_t min_items = 0, max_items = INT64_MAX;
     std::vector<std::string> values;  // enum / const: compact JSON texts (types unused then)
     bool is_enum = false;
+    std::vector<int> alternatives;  // anyOf / oneOf (types: their union)
+    uint8_t starts = 0;             // the start classes of this node's values (start_class)
+    std::string where;              // anyOf / oneOf: the schema path, for errors
   };
 
   // Throws k3::Error naming an unsupported keyword or a malformed schema.
@@ -61,9 +66,16 @@ class CompiledSchema {
   const Node& node(int i) const { return nodes_[static_cast<size_t>(i)]; }
   // A node that accepts any value (array items without a schema).
   int any_node() const { return any_; }
+  // The class of values that start with byte c: kObject, kArray, kString, kNumber (integers
+  // too), kBoolean or kNull; 0 if none does.
+  static uint8_t start_class(uint8_t c);
+  // The node a value of `node` starting with byte c is checked against: `node` itself, or for
+  // anyOf / oneOf the alternative (recursively) whose values start so; -1 if none.
+  int branch(int node, uint8_t c) const;
 
  private:
   int add(const ojson& schema, const ojson& root, const std::string& where);
+  void resolve(int index, std::vector<uint8_t>& state);
   std::vector<Node> nodes_;
   std::vector<std::pair<std::string, int>> refs_;  // "$ref" -> node
   int any_ = 0;

@@ -17,6 +17,12 @@ inline bool satisfies(const nlohmann::json& v, const nlohmann::json& s, const nl
     const std::string ref = s["$ref"];
     return satisfies(v, root["$defs"][ref.substr(std::string("#/$defs/").size())], root);
   }
+  if (s.contains("anyOf") || s.contains("oneOf")) {
+    const json& alts = s.contains("anyOf") ? s["anyOf"] : s["oneOf"];
+    int matches = 0;
+    for (const json& a : alts) matches += satisfies(v, a, root) ? 1 : 0;
+    return s.contains("anyOf") ? matches > 0 : matches == 1;
+  }
   if (s.contains("enum")) {
     for (const json& e : s["enum"])
       if (e == v && e.type() == v.type()) return true;

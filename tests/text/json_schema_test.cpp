@@ -29,7 +29,10 @@ const json kSchema = json::parse(R"({
     "note": {"type": ["string", "null"]},
     "extra": {},
     "items": {"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3},
-    "tree": {"$ref": "#/$defs/node"}
+    "tree": {"$ref": "#/$defs/node"},
+    "maybe": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
+    "either": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "boolean"}, "maxItems": 2},
+                         {"$ref": "#/$defs/node"}, {"enum": [true, 5]}]}
   },
   "required": ["name", "age"],
   "additionalProperties": false,
@@ -58,6 +61,8 @@ std::string generate(const json& s, const json& root, std::mt19937& g, int depth
     return generate(root["$defs"][ref.substr(8)], root, g, depth, wild);
   }
   if (s.contains("enum")) return s["enum"][g() % s["enum"].size()].dump();
+  for (const char* k : {"anyOf", "oneOf"})
+    if (s.contains(k)) return generate(s[k][g() % s[k].size()], root, g, depth, wild);
   std::string type = "any";
   if (s.contains("type")) type = s["type"].is_string() ? s["type"].get<std::string>() : s["type"][g() % s["type"].size()].get<std::string>();
   if (type == "object" && depth > 0) {
@@ -132,6 +137,14 @@ TEST(JsonSchema, HandPicked) {
   EXPECT_FALSE(accepts(c, R"({"name":"a","age":3,"colour":1})"));
   EXPECT_FALSE(accepts(c, R"({"name":"a","age":3,"tree":{"kids":[]}})"));  // v is required
   EXPECT_FALSE(accepts(c, R"([1])"));
+  EXPECT_TRUE(accepts(c, R"({"name":"a","age":3,"maybe":null,"either":[true]})"));
+  EXPECT_TRUE(accepts(c, R"({"name":"a","age":3,"maybe":-4,"either":{"v":1}})"));
+  EXPECT_TRUE(accepts(c, R"({"name":"a","age":3,"either":5})"));
+  EXPECT_FALSE(accepts(c, R"({"name":"a","age":3,"maybe":"4"})"));        // neither alternative
+  EXPECT_FALSE(accepts(c, R"({"name":"a","age":3,"maybe":4.5})"));        // integer
+  EXPECT_FALSE(accepts(c, R"({"name":"a","age":3,"either":false})"));     // not in the enum
+  EXPECT_FALSE(accepts(c, R"({"name":"a","age":3,"either":[1]})"));       // booleans only
+  EXPECT_FALSE(accepts(c, R"({"name":"a","age":3,"either":{"kids":[]}})"));  // v is required
   SchemaValidator v(&c);
   EXPECT_FALSE(v.feed(R"({"na"x)"));  // no property starts so
 }
@@ -146,7 +159,15 @@ TEST(JsonSchema, CompileRefusesWhatItDoesNotSupport) {
     }
   };
   refuses(R"({"type":"object","properties":{"a":{"type":"string","pattern":"x+"}}})", "'pattern'");
-  refuses(R"({"type":"object","properties":{"a":{"anyOf":[{"type":"string"}]}}})", "'anyOf'");
+  refuses(R"({"type":"object","properties":{"a":{"allOf":[{"type":"string"}]}}})", "'allOf'");
+  refuses(R"({"type":"object","properties":{"a":{"anyOf":[{"type":"string"},{"enum":["x",1]}]}}})",
+          "told apart by their first byte");
+  refuses(R"({"type":"object","properties":{"a":{"anyOf":[{"type":"number"},{"type":"integer"}]}}})",
+          "told apart by their first byte");
+  refuses(R"({"type":"object","properties":{"a":{"anyOf":[{"type":"string"}],"type":"string"}}})", "beside it");
+  refuses(R"({"type":"object","properties":{"a":{"anyOf":[]}}})", "non-empty list");
+  refuses(R"({"type":"object","properties":{"a":{"$ref":"#/$defs/t"}},"$defs":{"t":{"anyOf":[{"type":"null"},{"$ref":"#/$defs/t"}]}}})",
+          "contains itself");
   refuses(R"({"type":"array"})", "top-level schema must have type \"object\"");
   refuses(R"({"type":"object","properties":{"a":{"$ref":"#/$defs/missing"}}})", "names no definition");
   refuses(R"({"type":"object","properties":{"a":{"$ref":"http://x/y"}}})", "only $ref to");
