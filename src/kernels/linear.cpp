@@ -81,24 +81,47 @@ void mxfp4_shuffle_activations_wide(const float* x, int64_t cols, float* xs) {
 
 namespace {
 
-// Runs rows [r0, r1) on the active ISA; x is already prepared (shuffled for MXFP4).
-void rows_on(Isa isa, const Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1) {
+// Activations as the vector kernels read them (prepare()): x itself, or a copy in `buf`.
+struct PreparedX {
+  const float* x = nullptr;
+  int64_t stride = 0;  // floats from one token to the next
+};
+
+// The AVX-512 dense GEMM: many tokens of bf16 / fp32 weights.
+bool use_gemm(Isa isa, const Matrix& w, int64_t n) {
+  return (isa == Isa::kAvx512 || isa == Isa::kAmx) && w.format != WeightFormat::kMxfp4 && n >= 8;
+}
+
+// Runs rows [r0, r1) on the active ISA with x prepared.
+void rows_on(Isa isa, const Matrix& w, const PreparedX& x, int64_t n, float* y, int64_t r0, int64_t r1) {
+  if (use_gemm(isa, w, n)) {
+    avx512::linear_rows_gemm(w, x.x, x.stride, n, y, r0, r1);
+    return;
+  }
   switch (isa) {
     case Isa::kAmx:
-    case Isa::kAvx512: avx512::linear_rows(w, x, n, y, r0, r1); return;
-    case Isa::kAvx2: avx2::linear_rows(w, x, n, y, r0, r1); return;
-    case Isa::kRef: ref::linear_rows(w, x, n, y, r0, r1); return;
+    case Isa::kAvx512: avx512::linear_rows(w, x.x, n, y, r0, r1); return;
+    case Isa::kAvx2: avx2::linear_rows(w, x.x, n, y, r0, r1); return;
+    case Isa::kRef: ref::linear_rows(w, x.x, n, y, r0, r1); return;
   }
 }
 
-// The vector kernels read MXFP4 activations in the shuffled order.
-// buf is 64-byte aligned: the kernels' 64-byte activation loads must not split cache lines.
-const float* prepare(Isa isa, const Matrix& w, const float* x, int64_t n, AlignedVector<float>& buf) {
-  if (isa == Isa::kRef || w.format != WeightFormat::kMxfp4) return x;
+// The vector kernels read MXFP4 activations in the shuffled order, and the AVX-512 GEMM reads
+// them at a padded stride (avx512::gemm_x_stride).  buf is 64-byte aligned: the kernels'
+// 64-byte activation loads must not split cache lines.  Done once per product, before the rows
+// are shared out over the pool.
+PreparedX prepare(Isa isa, const Matrix& w, const float* x, int64_t n, AlignedVector<float>& buf) {
+  if (use_gemm(isa, w, n)) {
+    const int64_t s = avx512::gemm_x_stride(w.cols);
+    buf.assign(static_cast<size_t>(n * s), 0.0f);
+    for (int64_t t = 0; t < n; ++t) std::copy_n(x + t * w.cols, w.cols, buf.data() + t * s);
+    return {buf.data(), s};
+  }
+  if (isa == Isa::kRef || w.format != WeightFormat::kMxfp4) return {x, w.cols};
   buf.resize(static_cast<size_t>(n * w.cols));
   auto shuffle = isa >= Isa::kAvx512 ? mxfp4_shuffle_activations_wide : mxfp4_shuffle_activations;
   for (int64_t t = 0; t < n; ++t) shuffle(x + t * w.cols, w.cols, buf.data() + t * w.cols);
-  return buf.data();
+  return {buf.data(), w.cols};
 }
 
 // Activations for the bf16 path: on AVX512-BF16 the bf16 values themselves (64-byte aligned;
@@ -111,7 +134,7 @@ struct Bf16Activations {
   int64_t stride = 0;
   std::vector<float> widened;
   AlignedVector<float> shuffled;
-  const float* fp32 = nullptr;
+  PreparedX fp32;
 };
 
 void prepare_bf16(Isa isa, const Matrix& w, const float* x, int64_t n, Bf16Activations& a) {
@@ -119,7 +142,7 @@ void prepare_bf16(Isa isa, const Matrix& w, const float* x, int64_t n, Bf16Activ
   if (!bf16_dot_available()) {
     a.widened.resize(static_cast<size_t>(n * w.cols));
     ref::round_to_bf16(x, n * w.cols, a.widened.data());
-    a.fp32 = mx ? prepare(isa, w, a.widened.data(), n, a.shuffled) : a.widened.data();
+    a.fp32 = prepare(isa, w, a.widened.data(), n, a.shuffled);
     return;
   }
   a.stride = (mx ? (w.cols + 127) / 128 * 128 : (w.cols + 31) / 32 * 32) + 32;
@@ -141,7 +164,7 @@ bool use_bf16(const Matrix& w) {
 }
 
 // Rows [r0, r1) with everything prepared.
-void rows_prepared(Isa isa, const Matrix& w, const float* xp, const Bf16Activations* a, int64_t n, float* y,
+void rows_prepared(Isa isa, const Matrix& w, const PreparedX& xp, const Bf16Activations* a, int64_t n, float* y,
                    int64_t r0, int64_t r1) {
   if (a != nullptr && a->bf16 != nullptr) {
     if (w.format == WeightFormat::kMxfp4)
@@ -183,7 +206,7 @@ void linear_rows(const Matrix& w, const float* x, int64_t n, float* y, int64_t r
   Bf16Activations a;
   const bool bf = use_bf16(w);
   if (bf) prepare_bf16(isa, w, x, n, a);
-  rows_prepared(isa, w, bf ? nullptr : prepare(isa, w, x, n, buf), bf ? &a : nullptr, n, y, r0, r1);
+  rows_prepared(isa, w, bf ? PreparedX{} : prepare(isa, w, x, n, buf), bf ? &a : nullptr, n, y, r0, r1);
 }
 
 namespace {
@@ -217,7 +240,7 @@ void linear_impl(const Matrix& wa, const Matrix* wb, const float* x, int64_t n, 
   Bf16Activations a;
   const bool bf = use_bf16(wa);
   if (bf) prepare_bf16(isa, wa, x, n, a);
-  const float* xp = bf ? nullptr : prepare(isa, wa, x, n, buf);
+  const PreparedX xp = bf ? PreparedX{} : prepare(isa, wa, x, n, buf);
   const Bf16Activations* ap = bf ? &a : nullptr;
   auto run = [&](const Matrix& w, float* y, int64_t r0, int64_t r1) { rows_prepared(isa, w, xp, ap, n, y, r0, r1); };
   // Small products are not worth waking the workers for.

@@ -1,8 +1,7 @@
 // Matrix-vector / matrix-matrix products over fp32, bf16 and MXFP4 weights with fp32 math:
 //   y[t, r] = sum_c W[r, c] * x[t, c]      for t < n tokens, r < rows
 // x is [n, cols] and y is [n, rows], both contiguous fp32.  Weights are widened/decoded in
-// registers (GEMV) or into small per-thread packed panels (the AVX-512 GEMM for n >= 8), never
-// materialised whole.
+// registers, never materialised whole.
 //
 // Contract for every implementation: the value of y[t, r] depends only on row r and x[t], never
 // on n, on the row range, or on the other tokens, so a sequence gets bit-identical results
@@ -72,11 +71,16 @@ namespace avx2 {
 void linear_rows(const Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1);
 }
 namespace avx512 {
+// Dense rows for 2..7 tokens, decode (one token) and MXFP4 (x shuffled as below); many tokens
+// of dense rows go to linear_rows_gemm.
 void linear_rows(const Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1);
 // MXFP4 rows; x in the wide order (mxfp4_shuffle_activations_wide).
 void linear_rows_mxfp4(const Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1);
-// Dense (f32 / bf16) rows for many tokens: packed, register-blocked GEMM, same sums as the GEMV.
-void linear_rows_gemm(const Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1);
+// Dense (f32 / bf16) rows for many tokens: register-blocked GEMM over whole rows, same sums as
+// the GEMV.  x: n rows at stride xstride = gemm_x_stride(cols), 64-byte aligned (the padding
+// keeps the tokens' rows from aliasing in L1).
+int64_t gemm_x_stride(int64_t cols);
+void linear_rows_gemm(const Matrix& w, const float* x, int64_t xstride, int64_t n, float* y, int64_t r0, int64_t r1);
 // Dense rows for one token (decode).
 void linear_rows_gemv(const Matrix& w, const float* x, float* y, int64_t r0, int64_t r1);
 // bf16 weights x bf16 activations (xb: n rows at stride xstride, 64-byte aligned, zero-padded

@@ -66,11 +66,7 @@ void linear_rows(const Matrix& w, const float* x, int64_t n, float* y, int64_t r
     linear_rows_gemv(w, x, y, r0, r1);
     return;
   }
-  if (n >= 8) {
-    linear_rows_gemm(w, x, n, y, r0, r1);
-    return;
-  }
-  tiles::Linear<Traits>::rows(w, x, n, y, r0, r1);
+  tiles::Linear<Traits>::rows(w, x, n, y, r0, r1);  // (n >= 8: linear_rows_gemm, called by linear.cpp)
 }
 
 void gemm_nn(const float* A, const float* B, float* C, int64_t m, int64_t k, int64_t n, bool accumulate) {
