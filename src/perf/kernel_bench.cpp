@@ -284,6 +284,11 @@ std::vector<BenchResult> run_kernel_benches(ThreadPool& pool, const MachineLimit
                                             static_cast<int>(std::max<uint64_t>(2, (q ? 1 : 2) * m.llc_bytes / bytes + 1)), 300);
                       const BenchResult exact = bench_mxfp4_gemm(pool, m, ex, n, "w1", reps);
                       out.push_back(exact);
+                      {  // w2 (the down projection): 3072 columns, a multiple of 4 KB per token row
+                        const Mxfp4Experts ex2(pool, cols, rows,
+                                               static_cast<int>(std::max<uint64_t>(2, (q ? 1 : 2) * m.llc_bytes / bytes + 1)), 301);
+                        out.push_back(bench_mxfp4_gemm(pool, m, ex2, n, "w2", reps));
+                      }
                       if (m.bf16_gflops > 0 && bf16_dot_available()) {  // --precision bf16-all
                         const LinearPrecisionScope bf16(Precision::kBf16All);
                         const double before = measure_bf16_peak_once(pool);
