@@ -23,6 +23,8 @@
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma")
 
+#include "kernels/gemm_walk.h"
+
 namespace k3::avx512 {
 namespace {
 
@@ -74,24 +76,9 @@ void row_tiles(const Matrix& m, const uint16_t* x, int64_t xs, float* y, int64_t
 
 void linear_rows_bf16dot(const Matrix& m, const uint16_t* xb, int64_t xstride, int64_t n, float* y, int64_t r0,
                          int64_t r1) {
-  for (int64_t tb = 0; tb < n; tb += kTok) {
-    const int64_t tn = std::min(kTok, n - tb);
-    const uint16_t* x = xb + tb * xstride;
-    float* yb = y + tb * m.rows;
-    for (int64_t rb = r0; rb < r1; rb += kRows) {
-      const int64_t rn = std::min(kRows, r1 - rb);
-      int64_t t = 0;
-      for (; t + kT <= tn; t += kT) row_tiles<kT>(m, x, xstride, yb, rb, rn, t);
-      switch (tn - t) {
-        case 5: row_tiles<5>(m, x, xstride, yb, rb, rn, t); break;
-        case 4: row_tiles<4>(m, x, xstride, yb, rb, rn, t); break;
-        case 3: row_tiles<3>(m, x, xstride, yb, rb, rn, t); break;
-        case 2: row_tiles<2>(m, x, xstride, yb, rb, rn, t); break;
-        case 1: row_tiles<1>(m, x, xstride, yb, rb, rn, t); break;
-        default: break;
-      }
-    }
-  }
+  for_each_gemm_tile<kTok, kRows, kT>(n, r0, r1, [&]<int T>(int64_t tb, int64_t rb, int64_t rn, int64_t t) {
+    row_tiles<T>(m, xb + tb * xstride, xstride, y + tb * m.rows, rb, rn, t);
+  });
 }
 
 }  // namespace k3::avx512

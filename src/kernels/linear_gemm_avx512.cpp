@@ -28,6 +28,8 @@
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")
 
+#include "kernels/gemm_walk.h"
+
 namespace k3::avx512 {
 namespace {
 
@@ -81,7 +83,7 @@ __attribute__((noinline)) void tile(const W* w, int64_t ws, const float* x, int6
     for (int t = 0; t < T; ++t) y[t * ys + i] = _mm512_reduce_add_ps(acc[i][t]);
 }
 
-// Tokens [t, t + T) against every row tile of the row block [rb, rb + rn).
+// Tokens [t, t + T) of the block at x / y against every row tile of rows [rb, rb + rn).
 template <typename W, int T>
 void row_tiles(const Matrix& m, const float* x, int64_t xs, float* y, int64_t rb, int64_t rn, int64_t t) {
   const W* base = static_cast<const W*>(m.data);
@@ -94,24 +96,9 @@ void row_tiles(const Matrix& m, const float* x, int64_t xs, float* y, int64_t rb
 
 template <typename W>
 void gemm(const Matrix& m, const float* x, int64_t xs, int64_t n, float* y, int64_t r0, int64_t r1) {
-  for (int64_t tb = 0; tb < n; tb += kTok) {
-    const int64_t tn = std::min(kTok, n - tb);
-    const float* xb = x + tb * xs;
-    float* yb = y + tb * m.rows;
-    for (int64_t rb = r0; rb < r1; rb += kRows) {
-      const int64_t rn = std::min(kRows, r1 - rb);
-      int64_t t = 0;
-      for (; t + kT <= tn; t += kT) row_tiles<W, kT>(m, xb, xs, yb, rb, rn, t);
-      switch (tn - t) {
-        case 5: row_tiles<W, 5>(m, xb, xs, yb, rb, rn, t); break;
-        case 4: row_tiles<W, 4>(m, xb, xs, yb, rb, rn, t); break;
-        case 3: row_tiles<W, 3>(m, xb, xs, yb, rb, rn, t); break;
-        case 2: row_tiles<W, 2>(m, xb, xs, yb, rb, rn, t); break;
-        case 1: row_tiles<W, 1>(m, xb, xs, yb, rb, rn, t); break;
-        default: break;
-      }
-    }
-  }
+  for_each_gemm_tile<kTok, kRows, kT>(n, r0, r1, [&]<int T>(int64_t tb, int64_t rb, int64_t rn, int64_t t) {
+    row_tiles<W, T>(m, x + tb * xs, xs, y + tb * m.rows, rb, rn, t);
+  });
 }
 
 // Decode (one token): R whole rows per pass with accumulators in registers and a software
