@@ -532,7 +532,9 @@ TEST(Server, ForcedToolCalls) {
     else
       EXPECT_EQ(rest.rfind("web_search\" index=\"1\"<|sep|>", 0), 0u) << raw;
     const size_t end = raw.find("<|end_of_msg|>");
-    if (end != std::string::npos) EXPECT_LT(raw.find("<|close|>call<|sep|>"), end) << "no end before the call closes: " << raw;
+    if (end != std::string::npos) {
+      EXPECT_LT(raw.find("<|close|>call<|sep|>"), end) << "no end before the call closes: " << raw;
+    }
   }
   ojson bad = chat_body("x");
   bad["tools"] = tools;
