@@ -53,4 +53,9 @@ void ForcedSequence::accept(int32_t token, const Tokenizer& tokenizer) {
   }
 }
 
+std::vector<ForcedSequence::Item> think_to_response(const FrameTokens& t) {
+  using F = ForcedSequence;
+  return {F::text("think"), F::special(t.sep), F::special(t.open), F::text("response"), F::special(t.sep)};
+}
+
 }  // namespace k3

@@ -45,4 +45,7 @@ class ForcedSequence {
   std::string last_;
 };
 
+// What follows the <|close|> that ends the reasoning: "think<|sep|><|open|>response<|sep|>".
+std::vector<ForcedSequence::Item> think_to_response(const FrameTokens& t);
+
 }  // namespace k3

@@ -90,8 +90,7 @@ void ChatJsonConstraint::accept(int32_t token) {
   switch (phase_) {
     case Phase::kReasoning:
       if (token == t_.close)
-        force({F::text("think"), F::special(t_.sep), F::special(t_.open), F::text("response"), F::special(t_.sep)},
-              Phase::kJson);
+        force(think_to_response(t_), Phase::kJson);
       else if (token == t_.open)
         force({F::text("response"), F::special(t_.sep)}, Phase::kJson);
       return;

@@ -6,7 +6,8 @@
 namespace k3 {
 
 void keep_only(float* logits, int64_t vocab, const std::vector<int32_t>& ids) {
-  std::vector<uint8_t> allow(static_cast<size_t>(vocab), 0);
+  thread_local std::vector<uint8_t> allow;  // scratch: called for every generated token
+  allow.assign(static_cast<size_t>(vocab), 0);
   for (int32_t t : ids)
     if (t >= 0 && t < vocab) allow[static_cast<size_t>(t)] = 1;
   for (int64_t t = 0; t < vocab; ++t)

@@ -6,40 +6,18 @@
 #include "engine/json_constraint.h"
 #include "text/py_json.h"
 #include "text/tokenizer.h"
+#include "text/xtml_writer.h"
 
 namespace k3 {
 namespace {
 
-// The attribute form the chat parser reads back (it unescapes &quot; then &amp;).
-std::string attribute_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '&') out += "&amp;";
-    else if (c == '"') out += "&quot;";
-    else out += c;
-  }
-  return out;
-}
-
 // The `type` attribute values a property's schema allows (the renderer's names: integers are
 // "number"), each followed by its closing quote.
 std::vector<std::string> type_texts(const CompiledSchema::Node& n) {
-  uint8_t types = n.types;
-  if (n.is_enum) {
-    types = 0;
-    for (const std::string& v : n.values) {
-      const char c = v.empty() ? ' ' : v[0];
-      types |= c == '"' ? CompiledSchema::kString
-               : c == '{' ? CompiledSchema::kObject
-               : c == '[' ? CompiledSchema::kArray
-               : (c == 't' || c == 'f') ? CompiledSchema::kBoolean
-               : c == 'n' ? CompiledSchema::kNull
-                          : CompiledSchema::kNumber;
-    }
-  }
+  const uint8_t types = n.starts;  // JSON types by first byte: enum members' and anyOf's too
   std::vector<std::string> out;
   if (types & CompiledSchema::kString) out.push_back("string\"");
-  if (types & (CompiledSchema::kNumber | CompiledSchema::kInteger)) out.push_back("number\"");
+  if (types & CompiledSchema::kNumber) out.push_back("number\"");
   if (types & CompiledSchema::kBoolean) out.push_back("boolean\"");
   if (types & CompiledSchema::kObject) out.push_back("object\"");
   if (types & CompiledSchema::kArray) out.push_back("array\"");
@@ -78,13 +56,13 @@ ChatToolConstraint::ChatToolConstraint(std::shared_ptr<const VocabIndex> index, 
       t_(tokenizer) {
   K3_CHECK(!tools_.empty(), "a forced tool call needs at least one tool name");
   for (ForcedTool& t : tools_) {
-    names_.push_back(attribute_escape(t.name) + "\"");
+    names_.push_back(xtml_escape_attr(t.name) + "\"");
     // Only an object schema shapes the argument blocks.
     if (t.parameters && (t.parameters->node(0).is_enum || !(t.parameters->node(0).types & CompiledSchema::kObject)))
       t.parameters = nullptr;
   }
-  for (int32_t id = 0; id < tokenizer.vocab_size(); ++id)
-    if (id != t_.close && tokenizer.is_special(id)) specials_but_close_.push_back(id);
+  for (const SpecialToken& s : tokenizer.specials().tokens())
+    if (s.id != t_.close) specials_but_close_.push_back(s.id);
   phase_ = thinking ? Phase::kReasoning : Phase::kResponse;
 }
 
@@ -124,16 +102,9 @@ void ChatToolConstraint::after_forced() {
     }
     case Phase::kPickKey: {
       const auto& props = schema()->node(0).properties;
-      prop_ = static_cast<int>(std::find(key_texts_.begin(), key_texts_.end(), got) - key_texts_.begin());
-      K3_CHECK(prop_ < static_cast<int>(key_texts_.size()), "forced argument key not found");
-      // key_texts_ lists the properties not given yet, in order: map back to the property.
-      for (size_t i = 0, k = 0; i < props.size(); ++i) {
-        if (given_ >> i & 1) continue;
-        if (static_cast<int>(k++) == prop_) {
-          prop_ = static_cast<int>(i);
-          break;
-        }
-      }
+      const size_t k = static_cast<size_t>(std::find(key_texts_.begin(), key_texts_.end(), got) - key_texts_.begin());
+      K3_CHECK(k < key_texts_.size(), "forced argument key not found");
+      prop_ = key_props_[k];
       given_ |= uint64_t{1} << prop_;
       type_texts_ = type_texts(schema()->node(props[static_cast<size_t>(prop_)].node));
       force({F::text(" type=\""), F::one_of(type_texts_), F::special(t_.sep)}, Phase::kPickType);
@@ -229,8 +200,7 @@ void ChatToolConstraint::accept(int32_t token) {
   switch (phase_) {
     case Phase::kReasoning:
       if (token == t_.close)
-        force({F::text("think"), F::special(t_.sep), F::special(t_.open), F::text("response"), F::special(t_.sep)},
-              Phase::kResponse);
+        force(think_to_response(t_), Phase::kResponse);
       return;
     case Phase::kResponse:
       if (token == t_.close) open_call(true);
@@ -243,8 +213,12 @@ void ChatToolConstraint::accept(int32_t token) {
       if (token == t_.open) {
         const auto& props = schema()->node(0).properties;
         key_texts_.clear();
+        key_props_.clear();
         for (size_t i = 0; i < props.size(); ++i)
-          if (!(given_ >> i & 1)) key_texts_.push_back(attribute_escape(props[i].name) + "\"");
+          if (!(given_ >> i & 1)) {
+            key_texts_.push_back(xtml_escape_attr(props[i].name) + "\"");
+            key_props_.push_back(static_cast<int>(i));
+          }
         force({F::text("argument key=\""), F::one_of(key_texts_)}, Phase::kPickKey);
       } else {
         force({F::text("call"), F::special(t_.sep)}, Phase::kAfterCall);

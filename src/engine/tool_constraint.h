@@ -104,6 +104,7 @@ class ChatToolConstraint : public TokenConstraint {
   uint64_t given_ = 0;  // properties already given
   int prop_ = -1;       // the property whose block is open
   std::vector<std::string> key_texts_, type_texts_;
+  std::vector<int> key_props_;  // the property of each key_texts_ entry (those not given yet)
   std::vector<std::string> enum_strings_;  // kArgEnum: the members, decoded
   StringSet enum_;
   utf8::Checker raw_;  // kArgString

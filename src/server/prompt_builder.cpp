@@ -146,7 +146,7 @@ PreparedChat prepare_chat(const EngineHost& host, const ojson& body, const Image
       tools.emplace_back(fn["name"].get<std::string>(), std::move(params));
     }
     if (tc.is_string() && tc == "required") {
-      out.forced_tools = tools;
+      out.forced_tools = std::move(tools);
     } else if (tc.is_object()) {
       const std::string name = tc["function"]["name"];
       auto it = std::find_if(tools.begin(), tools.end(), [&](const ForcedTool& t) { return t.name == name; });

@@ -57,8 +57,8 @@ int CompiledSchema::branch(int node, uint8_t c) const {
   return -1;
 }
 
-// Fills `starts` (the start classes of a node's values) and, for anyOf / oneOf nodes, `types`
-// (the union of the alternatives'), checking that the alternatives' classes are disjoint.
+// Fills `starts` (the start classes of a node's values), checking that the alternatives of an
+// anyOf / oneOf node have disjoint classes.
 void CompiledSchema::resolve(int index, std::vector<uint8_t>& state) {
   Node& n = nodes_[static_cast<size_t>(index)];
   if (state[static_cast<size_t>(index)] == 2) return;
@@ -68,7 +68,7 @@ void CompiledSchema::resolve(int index, std::vector<uint8_t>& state) {
     n.starts = 0;
     for (const std::string& v : n.values) n.starts |= start_class(static_cast<uint8_t>(v[0]));
   } else if (!n.alternatives.empty()) {
-    uint8_t starts = 0, types = 0;
+    uint8_t starts = 0;
     for (int a : n.alternatives) {
       resolve(a, state);
       const Node& alt = nodes_[static_cast<size_t>(a)];
@@ -76,10 +76,8 @@ void CompiledSchema::resolve(int index, std::vector<uint8_t>& state) {
                " must be told apart by their first byte (different JSON types, such as a type or null); "
                "overlapping ones are not supported");
       starts |= alt.starts;
-      types |= alt.is_enum ? alt.starts : alt.types;
     }
     n.starts = starts;
-    n.types = types;
   } else {
     n.starts = static_cast<uint8_t>((n.types & ~kInteger) | ((n.types & kInteger) ? kNumber : 0));
   }

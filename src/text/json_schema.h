@@ -56,7 +56,7 @@ class CompiledSchema {
     int64_t min_items = 0, max_items = INT64_MAX;
     std::vector<std::string> values;  // enum / const: compact JSON texts (types unused then)
     bool is_enum = false;
-    std::vector<int> alternatives;  // anyOf / oneOf (types: their union)
+    std::vector<int> alternatives;  // anyOf / oneOf (checked through branch(), not types)
     uint8_t starts = 0;             // the start classes of this node's values (start_class)
     std::string where;              // anyOf / oneOf: the schema path, for errors
   };
