@@ -1,16 +1,17 @@
 // AVX-512 GEMM for dense (bf16 / fp32) weights and many tokens: the prefill path of linear().
 //
-// Blocking: blocks of kTok tokens x kRows rows.  Every 4-row x 6-token register tile (24 vector
+// Blocking: blocks of kTok tokens x kRows rows.  Every 6-row x 4-token register tile (24 vector
 // accumulators) runs over the whole row in one call, with the weights widened in registers
-// straight from the matrix (4 weight + 6 activation loads per 24 FMAs): no accumulator ever
-// leaves the registers and no weight panel is written.  A block's rows (8 x cols, from memory
-// once) stay in L2 while all its token tiles pass; each token tile (6 x cols) comes from L3
-// once per block and from L2 for the block's second row tile.  The activations arrive packed
-// by the caller (64-byte aligned, stride gemm_x_stride(cols): padded by one cache line so the
-// 6 token rows do not alias in L1's sets; cols of 1024k or 7168 floats put every row at a
-// multiple of 4 KB).  Zen 4, 2 threads, 12288 x 7168 x 256 bf16 (in-process A/B against the
-// earlier packed-panel 4 x 6 kernel with 512-column chunks and accumulators in L2): ~118 ->
-// ~193 GFLOP/s, 87% of the fp32 FMA peak.
+// straight from the matrix (4 activation + 6 weight loads per 24 FMAs): no accumulator ever
+// leaves the registers and no weight panel is written.  A block's rows (24 x cols, from memory
+// once) stay in L2 while all its token tiles pass.  The activations arrive packed by the caller
+// (64-byte aligned, stride gemm_x_stride(cols): padded by one cache line so the token rows do
+// not alias in L1's sets; cols of 1024k or 7168 floats put every row at a multiple of 4 KB).
+// History: Zen 4, 2 threads, 12288 x 7168 x 256 bf16: the earlier packed-panel kernel ~118,
+// whole-row 4 x 6 tiles (weights held, activations loaded per token) ~193 GFLOP/s.  On Zen 5
+// (full-width 512-bit FMAs, twice Zen 4's rate) that order reached only ~72% of the FMA peak
+// even in L1, where holding the activations and loading each row's weights once per 16 columns
+// (6 x 4) reaches ~100%; k3 bench, 2 threads: 7168 x 12288 x 256 from 230-243 to ~310 GFLOP/s.
 //
 // Batch invariance (linear.h): each (row, token) accumulator receives exactly the FMA sequence
 // of the GEMV below -- lane j sums columns j, j+16, ... in order, the column tail is one step
@@ -33,8 +34,8 @@
 namespace k3::avx512 {
 namespace {
 
-constexpr int64_t kRows = 8, kTok = 96;  // kRows % kR == 0
-constexpr int kR = 4, kT = 6;
+constexpr int64_t kRows = 24, kTok = 192;  // kRows % kR == 0
+constexpr int kR = 6, kT = 4;
 
 inline __m512 widen(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
 inline __mmask16 tail_mask(int64_t k) { return static_cast<__mmask16>((1u << k) - 1u); }
@@ -54,7 +55,10 @@ inline __m512 load_w_tail(const W* p, __mmask16 m) {
     return _mm512_maskz_loadu_ps(m, p);
 }
 
-// y[t * ys + i] = W[i] . x[t] for R rows (at w + i * ws) and T tokens (at x + t * xs), whole rows.
+// y[t * ys + i] = W[i] . x[t] for R rows (at w + i * ws) and T tokens (at x + t * xs), whole
+// rows.  Per 16 columns: the T activation vectors are loaded once, then each row's weights are
+// widened and meet all T of them (the x-stationary order: measured on Zen 5, one thread, 6 x 4
+// reaches ~100% of the FMA peak in L1 where 4 x 6 with weights held reaches ~82%).
 template <typename W, int R, int T>
 __attribute__((noinline)) void tile(const W* w, int64_t ws, const float* x, int64_t xs, int64_t cols, float* y,
                                     int64_t ys) {
@@ -63,35 +67,44 @@ __attribute__((noinline)) void tile(const W* w, int64_t ws, const float* x, int6
     for (int t = 0; t < T; ++t) acc[i][t] = _mm512_setzero_ps();
   int64_t c = 0;
   for (; c + 16 <= cols; c += 16) {
-    __m512 wv[R];
-    for (int i = 0; i < R; ++i) wv[i] = load_w(w + i * ws + c);
-    for (int t = 0; t < T; ++t) {
-      const __m512 xv = _mm512_load_ps(x + t * xs + c);
-      for (int i = 0; i < R; ++i) acc[i][t] = _mm512_fmadd_ps(wv[i], xv, acc[i][t]);
+    __m512 xv[T];
+    for (int t = 0; t < T; ++t) xv[t] = _mm512_load_ps(x + t * xs + c);
+    for (int i = 0; i < R; ++i) {
+      const __m512 wv = load_w(w + i * ws + c);
+      for (int t = 0; t < T; ++t) acc[i][t] = _mm512_fmadd_ps(wv, xv[t], acc[i][t]);
     }
   }
   if (c < cols) {
     const __mmask16 m = tail_mask(cols - c);
-    __m512 wv[R];
-    for (int i = 0; i < R; ++i) wv[i] = load_w_tail(w + i * ws + c, m);
-    for (int t = 0; t < T; ++t) {
-      const __m512 xv = _mm512_maskz_loadu_ps(m, x + t * xs + c);
-      for (int i = 0; i < R; ++i) acc[i][t] = _mm512_fmadd_ps(wv[i], xv, acc[i][t]);
+    __m512 xv[T];
+    for (int t = 0; t < T; ++t) xv[t] = _mm512_maskz_loadu_ps(m, x + t * xs + c);
+    for (int i = 0; i < R; ++i) {
+      const __m512 wv = load_w_tail(w + i * ws + c, m);
+      for (int t = 0; t < T; ++t) acc[i][t] = _mm512_fmadd_ps(wv, xv[t], acc[i][t]);
     }
   }
   for (int i = 0; i < R; ++i)
     for (int t = 0; t < T; ++t) y[t * ys + i] = _mm512_reduce_add_ps(acc[i][t]);
 }
 
-// Tokens [t, t + T) of the block at x / y against every row tile of rows [rb, rb + rn).
+// Tokens [t, t + T) of the block at x / y against every row tile of rows [rb, rb + rn): kR-row
+// tiles, then one tile of the rows left over.
 template <typename W, int T>
 void row_tiles(const Matrix& m, const float* x, int64_t xs, float* y, int64_t rb, int64_t rn, int64_t t) {
   const W* base = static_cast<const W*>(m.data);
   const float* xt = x + t * xs;
   float* yt = y + t * m.rows;
   int64_t i = 0;
-  for (; i + kR <= rn; i += kR) tile<W, kR, T>(base + (rb + i) * m.cols, m.cols, xt, xs, m.cols, yt + rb + i, m.rows);
-  for (; i < rn; ++i) tile<W, 1, T>(base + (rb + i) * m.cols, m.cols, xt, xs, m.cols, yt + rb + i, m.rows);
+  auto run = [&]<int R>() { tile<W, R, T>(base + (rb + i) * m.cols, m.cols, xt, xs, m.cols, yt + rb + i, m.rows); };
+  for (; i + kR <= rn; i += kR) run.template operator()<kR>();
+  switch (rn - i) {
+    case 5: run.template operator()<5>(); break;
+    case 4: run.template operator()<4>(); break;
+    case 3: run.template operator()<3>(); break;
+    case 2: run.template operator()<2>(); break;
+    case 1: run.template operator()<1>(); break;
+    default: break;
+  }
 }
 
 template <typename W>

@@ -106,7 +106,8 @@ TEST_P(LinearTest, BatchInvariant) {
   for (auto [R, C, n] : {std::tuple<int64_t, int64_t, int64_t>{37, 320, 6}, {9, 2336, 11}, {13, 160, 37},
                          {7, 1037, 13}, {5, 2100, 53},
                          {1100, 160, 13},  // > 128 rows per pool task: several GEMM row blocks per task
-                         {31, 544, 151},   // > 96 tokens: two GEMM token blocks; odd rows for the row tiles
+                         {31, 544, 151},   // many token tiles; odd rows for the row tiles
+                         {23, 200, 197},   // > 192 tokens: two GEMM token blocks; 23 = 3 x 6 + 5 rows
                          {5, 4224, 9}}) {  // > 4096 columns: the MXFP4 kernels' column blocks
     if (fmt == WeightFormat::kMxfp4 && C % 32 != 0) continue;
     SCOPED_TRACE(::testing::Message() << R << "x" << C << " n=" << n);
