@@ -137,7 +137,7 @@ void linear_rows_mxfp4_bf16dot(const Matrix& m, const uint16_t* xb, int64_t xstr
   }
   const uint8_t* pk = static_cast<const uint8_t*>(m.data);
   const int64_t cols = m.cols;
-  batched_rows(m, n, y, r0, r1,
+  batched_rows<PairRowsWalk>(m, n, y, r0, r1,
                [&]<int R, int T, bool kZeros>(int64_t r, int64_t t, int64_t c0, int64_t c1, float* acc, int64_t as) {
                  tile<R, T, kZeros>(pk + r * (cols / 2), cols / 2, m.scales + r * (cols / 32), cols / 32,
                                     xb + t * xstride, xstride, c0 / 128, (c1 + 127) / 128, cols, acc, as);

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include "base/aligned.h"
 #include "kernels/matrix.h"
@@ -84,52 +85,95 @@ void gemv_rows(const Matrix& m, float* y, int64_t r0, int64_t r1, Run&& run) {
   }
 }
 
-// Calls run.template operator()<R, T>(ri, ti) for register tiles covering rows [0, rn) x tokens
-// [0, tn): row pairs with 6, 4, 2, 1 tokens (two rows' decoded block serves 6 tokens), then an
-// odd last row with 8, 4, 2, 1.
-template <class Run>
-inline void for_each_tile(int64_t rn, int64_t tn, Run&& run) {
-  auto tokens = [&]<int R>(int64_t ri) {
-    constexpr int kWide = R == 2 ? 6 : 8;
+// How batched_rows covers a block of rn rows x tn tokens with register tiles: tiles(rn, tn, run)
+// calls run.template operator()<R, T>(ri, ti) for tiles of rows ri.. ri+R-1 x tokens ti.. ti+T-1.
+// Both walks take whole expert rows (kColBlock 4096 >= 3072 / 3584 columns): each row streams on
+// along itself and the accumulators of a tile meet each column once.  Column blocks measured
+// slower on both machines: on Zen 4 1024-column blocks put the 8 KB row prefetch a block late
+// (exact 76 -> 86 GFLOP/s on whole rows, bf16 104 -> 127-133); on Zen 5 512 / 1024-column
+// blocks with 8-24-token blocks (every activation slice in L1) were within noise of whole rows.
+//
+// PairRowsWalk (the bf16 kernel): row pairs with 6, 4, 2, 1 tokens (two rows' decoded block
+// serves 6 tokens), then an odd last row with 8, 4, 2, 1; 16-row blocks.
+struct PairRowsWalk {
+  static constexpr int64_t kRowBlock = 16, kTokBlock = 24, kColBlock = 4096;
+  static constexpr bool kPrefetchNextBlock = false;
+  template <class Run>
+  static void tiles(int64_t rn, int64_t tn, Run&& run) {
+    auto tokens = [&]<int R>(int64_t ri) {
+      constexpr int kWide = R == 2 ? 6 : 8;
+      int64_t ti = 0;
+      for (; ti + kWide <= tn; ti += kWide) run.template operator()<R, kWide>(ri, ti);
+      if (ti + 4 <= tn) run.template operator()<R, 4>(ri, ti), ti += 4;
+      if (ti + 2 <= tn) run.template operator()<R, 2>(ri, ti), ti += 2;
+      if (ti < tn) run.template operator()<R, 1>(ri, ti);
+    };
+    int64_t ri = 0;
+    for (; ri + 2 <= rn; ri += 2) tokens.template operator()<2>(ri);
+    for (; ri < rn; ++ri) tokens.template operator()<1>(ri);
+  }
+};
+
+// TokensOuterWalk<kR, kT> (the fp32 kernel): token tiles of kT (then 4, 2, 1 below it for the
+// tokens left over) in the outer loop and tiles of kR rows (then one tile of the rows left over)
+// in the inner one; 24-row blocks, and at the start of each block the next block's weight bytes
+// are prefetched into L2 (an expert's rows come from memory once, and a block's row streams are
+// too short for the hardware prefetchers to run ahead).
+template <int kR, int kT>
+struct TokensOuterWalk {
+  static_assert(kR >= 1 && kR <= 8 && kT >= 1 && kT <= 8);
+  static constexpr int64_t kRowBlock = 24, kTokBlock = 24, kColBlock = 4096;
+  static constexpr bool kPrefetchNextBlock = true;
+  template <class Run>
+  static void tiles(int64_t rn, int64_t tn, Run&& run) {
+    auto rows = [&]<int T>(int64_t ti) {
+      int64_t ri = 0;
+      for (; ri + kR <= rn; ri += kR) run.template operator()<kR, T>(ri, ti);
+      [&]<int... Rs>(std::integer_sequence<int, Rs...>) {  // the rn % kR rows left: one tile
+        ((rn - ri == Rs + 1 ? (run.template operator()<Rs + 1, T>(ri, ti), 0) : 0), ...);
+      }(std::make_integer_sequence<int, kR - 1>{});
+    };
     int64_t ti = 0;
-    for (; ti + kWide <= tn; ti += kWide) run.template operator()<R, kWide>(ri, ti);
-    if (ti + 4 <= tn) run.template operator()<R, 4>(ri, ti), ti += 4;
-    if (ti + 2 <= tn) run.template operator()<R, 2>(ri, ti), ti += 2;
-    if (ti < tn) run.template operator()<R, 1>(ri, ti);
-  };
-  int64_t ri = 0;
-  for (; ri + 2 <= rn; ri += 2) tokens.template operator()<2>(ri);
-  for (; ri < rn; ++ri) tokens.template operator()<1>(ri);
-}
+    for (; ti + kT <= tn; ti += kT) rows.template operator()<kT>(ti);
+    if constexpr (kT > 4) {
+      if (ti + 4 <= tn) rows.template operator()<4>(ti), ti += 4;
+    }
+    if constexpr (kT > 2) {
+      if (ti + 2 <= tn) rows.template operator()<2>(ti), ti += 2;
+    }
+    if constexpr (kT > 1) {
+      if (ti < tn) rows.template operator()<1>(ti);
+    }
+  }
+};
 
-// kColBlock (a multiple of 128) covers a whole expert row (3072 / 3584 columns): each row
-// streams on along itself, where the kernels' 8 KB software prefetch points, and the
-// accumulators stay in registers for the row.  With 1024-column blocks the prefetch pointed at
-// bytes read only a block later (Zen 4, one thread, one expert x 36 tokens: exact 76 -> 86
-// GFLOP/s, bf16 104 -> 127-133), although the tokens' activations now come from L2.
-constexpr int64_t kRowBlock = 16, kTokBlock = 24, kColBlock = 4096;
-
-// The batched path (n >= 2) of both kernels: blocks of kRowBlock rows x kTokBlock tokens, the
-// columns in chunks of kColBlock (whole rows for n <= 2), every register tile of a chunk from
-// for_each_tile, then y[t, r] = the horizontal sum of (row, token)'s accumulator.
+// The batched path (n >= 2) of both kernels: blocks of Walk::kRowBlock rows x kTokBlock tokens,
+// the columns in chunks of kColBlock (whole rows for n <= 2), every register tile of a chunk
+// from Walk::tiles, then y[t, r] = the horizontal sum of (row, token)'s accumulator.
 // run.template operator()<R, T, kZeros>(r, t, c0, c1, acc, acc_stride) runs one tile: rows
 // r.. r+R-1, tokens t.. t+T-1, columns [c0, c1) (c0 a multiple of 128), accumulating into acc
 // (row i, token j at (i * acc_stride + j) * 16); kZeros: the row block has a zero scale byte.
-template <class Run>
+template <class Walk, class Run>
 void batched_rows(const Matrix& m, int64_t n, float* y, int64_t r0, int64_t r1, Run&& run) {
+  constexpr int64_t kRowBlock = Walk::kRowBlock, kTokBlock = Walk::kTokBlock, kColBlock = Walk::kColBlock;
   const int64_t cols = m.cols, kc = n <= 2 ? cols : kColBlock;
   thread_local AlignedVector<float> accbuf;
   accbuf.resize(static_cast<size_t>(kRowBlock * kTokBlock * 16));
   float* acc = accbuf.data();
   for (int64_t rb = r0; rb < r1; rb += kRowBlock) {
     const int64_t rn = std::min(kRowBlock, r1 - rb);
+    if (Walk::kPrefetchNextBlock && rb + rn < r1) {
+      const char* next = static_cast<const char*>(m.data) + (rb + rn) * (cols / 2);
+      const int64_t bytes = std::min(kRowBlock, r1 - rb - rn) * (cols / 2);
+      for (int64_t b = 0; b < bytes; b += 64) _mm_prefetch(next + b, _MM_HINT_T1);
+    }
     const bool zeros = scales_have_zero(m, rb, rn);
     for (int64_t tb = 0; tb < n; tb += kTokBlock) {
       const int64_t tn = std::min(kTokBlock, n - tb);
       for (int64_t ri = 0; ri < rn; ++ri) std::fill_n(acc + ri * kTokBlock * 16, tn * 16, 0.0f);
       for (int64_t c0 = 0; c0 < cols; c0 += kc) {
         const int64_t c1 = std::min(cols, c0 + kc);
-        for_each_tile(rn, tn, [&]<int R, int T>(int64_t ri, int64_t ti) {
+        Walk::tiles(rn, tn, [&]<int R, int T>(int64_t ri, int64_t ti) {
           float* a = acc + (ri * kTokBlock + ti) * 16;
           if (zeros)
             run.template operator()<R, T, true>(rb + ri, tb + ti, c0, c1, a, kTokBlock);
