@@ -33,64 +33,46 @@ namespace {
 
 constexpr int kGemmRows = 4, kGemmTokens = 4;  // the batched register tile (gemm_tile)
 
-// R rows (packed bytes at w0 + i*ws, scales at s0 + i*ss) x T tokens (activations at
-// x0 + t*xs), columns [c0, c1); accumulators live in acc_mem between column blocks.
-template <int R, int T, bool kZeros>
-__attribute__((noinline)) void tile(const uint8_t* w0, int64_t ws, const uint8_t* s0, int64_t ss, const float* x0,
-                                    int64_t xs, int64_t c0, int64_t c1, int64_t full, float* acc_mem,
-                                    int64_t acc_stride) {
-  const uint8_t* w[R];
-  const uint8_t* s[R];
-  const float* x[T];
-  for (int i = 0; i < R; ++i) w[i] = w0 + i * ws, s[i] = s0 + i * ss;
-  for (int t = 0; t < T; ++t) x[t] = x0 + t * xs;
+// Decode: R rows (packed bytes at w0 + i*ws, scales at s0 + i*ss) against one token's
+// activations x over all `cols` columns, accumulating into acc_mem (row i at i * 16).
+template <int R, bool kZeros>
+__attribute__((noinline)) void gemv_tile(const uint8_t* w0, int64_t ws, const uint8_t* s0, int64_t ss, const float* x,
+                                         int64_t cols, int64_t full, float* acc_mem) {
   const __m512 lut = _mm512_loadu_ps(kE2M1Values);
-  __m512 acc[R][T];
-  for (int i = 0; i < R; ++i)
-    for (int t = 0; t < T; ++t) acc[i][t] = _mm512_loadu_ps(acc_mem + (i * acc_stride + t) * 16);
-  int64_t c = c0;
-  const int64_t cf = std::min(c1, full);
-  for (; c < cf; c += 128) {
+  __m512 acc[R];
+  for (int i = 0; i < R; ++i) acc[i] = _mm512_loadu_ps(acc_mem + i * 16);
+  int64_t c = 0;
+  for (; c < full; c += 128) {
     __m512i raw[R];
     for (int i = 0; i < R; ++i) {
-      const uint8_t* p = w[i] + c / 2;
+      const uint8_t* p = w0 + i * ws + c / 2;
       _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes), _MM_HINT_T0);
       raw[i] = _mm512_loadu_si512(p);
     }
-    __m512 p[R][T];
+    __m512 p[R];
 #pragma GCC unroll 8
     for (int k = 0; k < 8; ++k) {
-      __m512 wk[R];
-      for (int i = 0; i < R; ++i) wk[i] = _mm512_permutexvar_ps(_mm512_srli_epi32(raw[i], 4 * k), lut);
-      for (int t = 0; t < T; ++t) {
-        const __m512 xk = _mm512_loadu_ps(x[t] + c + 16 * k);
-        for (int i = 0; i < R; ++i) p[i][t] = k == 0 ? _mm512_mul_ps(wk[i], xk) : _mm512_fmadd_ps(wk[i], xk, p[i][t]);
+      const __m512 xk = _mm512_loadu_ps(x + c + 16 * k);
+      for (int i = 0; i < R; ++i) {
+        const __m512 wk = _mm512_permutexvar_ps(_mm512_srli_epi32(raw[i], 4 * k), lut);
+        p[i] = k == 0 ? _mm512_mul_ps(wk, xk) : _mm512_fmadd_ps(wk, xk, p[i]);
       }
     }
+    for (int i = 0; i < R; ++i) acc[i] = _mm512_fmadd_ps(p[i], block_scales<kZeros>(s0 + i * ss + c / 32), acc[i]);
+  }
+  for (; c < cols; c += 32) {  // trailing 32-groups (cols % 128), even/odd activation order
+    const __m512 xe = _mm512_loadu_ps(x + c), xo = _mm512_loadu_ps(x + c + 16);
     for (int i = 0; i < R; ++i) {
-      const __m512 sv = block_scales<kZeros>(s[i] + c / 32);
-      for (int t = 0; t < T; ++t) acc[i][t] = _mm512_fmadd_ps(p[i][t], sv, acc[i][t]);
+      const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w0 + i * ws + c / 2)));
+      const __m512 lo = _mm512_permutexvar_ps(b, lut), hi = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), lut);
+      const __m512 sv = _mm512_set1_ps(e8m0_to_f32(s0[i * ss + c / 32]));
+      acc[i] = _mm512_fmadd_ps(_mm512_fmadd_ps(hi, xo, _mm512_mul_ps(lo, xe)), sv, acc[i]);
     }
   }
-  for (; c < c1; c += 32) {  // trailing 32-groups (cols % 128), even/odd activation order
-    __m512 lo[R], hi[R], sv[R];
-    for (int i = 0; i < R; ++i) {
-      const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[i] + c / 2)));
-      lo[i] = _mm512_permutexvar_ps(b, lut);
-      hi[i] = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), lut);
-      sv[i] = _mm512_set1_ps(e8m0_to_f32(s[i][c / 32]));
-    }
-    for (int t = 0; t < T; ++t) {
-      const __m512 xe = _mm512_loadu_ps(x[t] + c), xo = _mm512_loadu_ps(x[t] + c + 16);
-      for (int i = 0; i < R; ++i)
-        acc[i][t] = _mm512_fmadd_ps(_mm512_fmadd_ps(hi[i], xo, _mm512_mul_ps(lo[i], xe)), sv[i], acc[i][t]);
-    }
-  }
-  for (int i = 0; i < R; ++i)
-    for (int t = 0; t < T; ++t) _mm512_storeu_ps(acc_mem + (i * acc_stride + t) * 16, acc[i][t]);
+  for (int i = 0; i < R; ++i) _mm512_storeu_ps(acc_mem + i * 16, acc[i]);
 }
 
-// The batched tile (n >= 2): the same per-(row, token) arithmetic as tile(), in the
+// The batched tile (n >= 2): the same per-(row, token) arithmetic as gemv_tile(), in the
 // activation-stationary order: per 16 columns the T activation vectors are loaded once and each
 // of the R rows' decoded weights meets all of them; the 128-block partial sums p stay in
 // registers and the accumulators wait in acc_mem (L1) between blocks.  Against the earlier 2 x 6
@@ -147,7 +129,7 @@ void gemv(const Matrix& m, const float* xs, float* y, int64_t r0, int64_t r1) {
   const uint8_t* pk = static_cast<const uint8_t*>(m.data);
   const int64_t cols = m.cols, full = cols / 128 * 128, rb = cols / 2, sb = cols / 32;
   gemv_rows(m, y, r0, r1, [&]<int R, bool kZeros>(int64_t r, int64_t step, float* acc) {
-    tile<R, 1, kZeros>(pk + r * rb, step * rb, m.scales + r * sb, step * sb, xs, cols, 0, cols, full, acc, 1);
+    gemv_tile<R, kZeros>(pk + r * rb, step * rb, m.scales + r * sb, step * sb, xs, cols, full, acc);
   });
 }
 
