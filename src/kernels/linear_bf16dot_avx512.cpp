@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 
 #include "base/numeric_types.h"
 #include "kernels/linear.h"

@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 
 #include "base/numeric_types.h"
 #include "kernels/linear.h"
@@ -97,14 +98,7 @@ void row_tiles(const Matrix& m, const float* x, int64_t xs, float* y, int64_t rb
   int64_t i = 0;
   auto run = [&]<int R>() { tile<W, R, T>(base + (rb + i) * m.cols, m.cols, xt, xs, m.cols, yt + rb + i, m.rows); };
   for (; i + kR <= rn; i += kR) run.template operator()<kR>();
-  switch (rn - i) {
-    case 5: run.template operator()<5>(); break;
-    case 4: run.template operator()<4>(); break;
-    case 3: run.template operator()<3>(); break;
-    case 2: run.template operator()<2>(); break;
-    case 1: run.template operator()<1>(); break;
-    default: break;
-  }
+  with_remainder<kR>(rn - i, run);
 }
 
 template <typename W>

@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "base/aligned.h"
+#include "kernels/gemm_walk.h"
 #include "kernels/matrix.h"
 #include "kernels/mxfp4.h"
 
@@ -129,9 +130,7 @@ struct TokensOuterWalk {
     auto rows = [&]<int T>(int64_t ti) {
       int64_t ri = 0;
       for (; ri + kR <= rn; ri += kR) run.template operator()<kR, T>(ri, ti);
-      [&]<int... Rs>(std::integer_sequence<int, Rs...>) {  // the rn % kR rows left: one tile
-        ((rn - ri == Rs + 1 ? (run.template operator()<Rs + 1, T>(ri, ti), 0) : 0), ...);
-      }(std::make_integer_sequence<int, kR - 1>{});
+      with_remainder<kR>(rn - ri, [&]<int R>() { run.template operator()<R, T>(ri, ti); });
     };
     int64_t ti = 0;
     for (; ti + kT <= tn; ti += kT) rows.template operator()<kT>(ti);
