@@ -123,7 +123,7 @@ __attribute__((noinline)) void tile(const uint8_t* w0, int64_t ws, const uint8_t
 void gemv(const Matrix& m, const uint16_t* x, float* y, int64_t r0, int64_t r1) {
   const uint8_t* pk = static_cast<const uint8_t*>(m.data);
   const int64_t cols = m.cols, rb = cols / 2, sb = cols / 32, blocks = (cols + 127) / 128;
-  gemv_rows(m, y, r0, r1, [&]<int R, bool kZeros>(int64_t r, int64_t step, float* acc) {
+  gemv_rows<4, 1>(m, y, r0, r1, [&]<int R, int, bool kZeros>(int64_t r, int64_t step, float* acc) {
     tile<R, 1, kZeros>(pk + r * rb, step * rb, m.scales + r * sb, step * sb, x, 0, 0, blocks, cols, acc, 1);
   });
 }

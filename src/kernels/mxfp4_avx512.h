@@ -56,32 +56,33 @@ inline bool scales_have_zero(const Matrix& m, int64_t r, int64_t rn) {
   return std::memchr(m.scales + r * sb, 0, static_cast<size_t>(rn * sb)) != nullptr;
 }
 
-// Decode (one token) for both kernels: 4 rows per pass, one from each quarter of the row range,
-// so each of the 4 streams runs on through consecutive rows (the prefetchers keep long streams
-// going) instead of restarting every 4 rows; then the rows left over one by one.
-// run.template operator()<R, kZeros>(r, step, acc) runs rows r, r + step, ... (R of them) over
-// the whole row into acc (row i at i * 16, zeroed here).
-template <class Run>
+// Decode (one token) for both kernels: tiles of kStreams x kPer rows, kPer consecutive rows from
+// each kStreams-th of the row range, so each of the kStreams streams runs on through consecutive
+// rows (the prefetchers keep long streams going) instead of restarting every tile; then the rows
+// left over one by one.  run.template operator()<R, P, kZeros>(r, q, acc) runs the R rows
+// r + (i / P) * q + i % P (i < R) over the whole row into acc (row i at i * 16, zeroed here).
+template <int kStreams, int kPer, class Run>
 void gemv_rows(const Matrix& m, float* y, int64_t r0, int64_t r1, Run&& run) {
-  const int64_t q = (r1 - r0) / 4;
-  alignas(64) float acc[4 * 16];
-  for (int64_t j = 0; j < q; ++j) {
+  const int64_t q = (r1 - r0) / kStreams / kPer * kPer;
+  constexpr int R = kStreams * kPer;
+  alignas(64) float acc[R * 16];
+  for (int64_t j = 0; j < q; j += kPer) {
     const int64_t r = r0 + j;
-    const bool zeros = scales_have_zero(m, r, 1) || scales_have_zero(m, r + q, 1) || scales_have_zero(m, r + 2 * q, 1) ||
-                       scales_have_zero(m, r + 3 * q, 1);
-    std::fill_n(acc, 4 * 16, 0.0f);
+    bool zeros = false;
+    for (int i = 0; i < kStreams; ++i) zeros = zeros || scales_have_zero(m, r + i * q, kPer);
+    std::fill_n(acc, R * 16, 0.0f);
     if (zeros)
-      run.template operator()<4, true>(r, q, acc);
+      run.template operator()<R, kPer, true>(r, q, acc);
     else
-      run.template operator()<4, false>(r, q, acc);
-    for (int i = 0; i < 4; ++i) y[r + i * q] = _mm512_reduce_add_ps(_mm512_load_ps(acc + i * 16));
+      run.template operator()<R, kPer, false>(r, q, acc);
+    for (int i = 0; i < R; ++i) y[r + (i / kPer) * q + i % kPer] = _mm512_reduce_add_ps(_mm512_load_ps(acc + i * 16));
   }
-  for (int64_t r = r0 + 4 * q; r < r1; ++r) {
+  for (int64_t r = r0 + kStreams * q; r < r1; ++r) {
     std::fill_n(acc, 16, 0.0f);
     if (scales_have_zero(m, r, 1))
-      run.template operator()<1, true>(r, 1, acc);
+      run.template operator()<1, 1, true>(r, 1, acc);
     else
-      run.template operator()<1, false>(r, 1, acc);
+      run.template operator()<1, 1, false>(r, 1, acc);
     y[r] = _mm512_reduce_add_ps(_mm512_load_ps(acc));
   }
 }
