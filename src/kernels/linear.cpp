@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -252,6 +253,77 @@ void linear_impl(const Matrix& wa, const Matrix* wb, const float* x, int64_t n, 
 }
 
 }  // namespace
+
+void linear_batch(std::span<const LinearJob> jobs) {
+  const Isa isa = active_isa();
+  ThreadPool& pool = global_pool();
+  // Each job's activations as its kernel reads them, shared by jobs with the same x.
+  struct Prepared {
+    bool amx = false, bf = false;
+    amx::PackedActivations packed;
+    AlignedVector<float> buf;
+    Bf16Activations a;
+    PreparedX xp;
+  };
+  std::deque<Prepared> store;  // stable addresses
+  std::vector<const Prepared*> prep(jobs.size(), nullptr);
+  double total = 0;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    const LinearJob& job = jobs[j];
+    if (job.n <= 0 || job.w->rows <= 0) continue;
+    const Matrix& w = *job.w;
+    total += static_cast<double>(w.rows) * static_cast<double>(w.cols) * static_cast<double>(job.n);
+    for (size_t k = 0; k < j && prep[j] == nullptr; ++k)
+      if (prep[k] != nullptr && jobs[k].x == job.x && jobs[k].n == job.n && jobs[k].w->cols == w.cols &&
+          jobs[k].w->format == w.format)
+        prep[j] = prep[k];
+    if (prep[j] != nullptr) continue;
+    Prepared& p = store.emplace_back();
+    p.amx = use_amx(isa, w);
+    if (p.amx) {
+      amx_pack(w, job.x, job.n, true, p.packed);
+    } else {
+      p.bf = use_bf16(w);
+      if (p.bf)
+        prepare_bf16(isa, w, job.x, job.n, p.a);
+      else
+        p.xp = prepare(isa, w, job.x, job.n, p.buf);
+    }
+    prep[j] = &p;
+  }
+  if (total <= 0) return;
+
+  // Pieces of about total / (8 x threads) work, whole row blocks, never spanning two jobs.
+  struct Piece {
+    size_t job;
+    int64_t r0, r1;
+  };
+  std::vector<Piece> pieces;
+  const bool serial = pool.size() == 1 || total < 64.0 * 1024;
+  const double target = total / (8.0 * pool.size());
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    if (prep[j] == nullptr) continue;
+    const Matrix& w = *jobs[j].w;
+    const int64_t align = prep[j]->amx ? 48 : 16;
+    const double row_work = static_cast<double>(w.cols) * static_cast<double>(jobs[j].n);
+    const int64_t rows = serial ? w.rows : std::max<int64_t>(align, static_cast<int64_t>(target / row_work) / align * align);
+    for (int64_t r = 0; r < w.rows; r += rows) pieces.push_back({j, r, std::min(w.rows, r + rows)});
+  }
+  auto run = [&](int64_t i, int) {
+    const Piece& pc = pieces[static_cast<size_t>(i)];
+    const LinearJob& job = jobs[pc.job];
+    const Prepared& p = *prep[pc.job];
+    if (p.amx)
+      amx::linear_rows(*job.w, p.packed, job.y, pc.r0, pc.r1);
+    else
+      rows_prepared(isa, *job.w, p.xp, p.bf ? &p.a : nullptr, job.n, job.y, pc.r0, pc.r1);
+  };
+  if (serial) {
+    for (size_t i = 0; i < pieces.size(); ++i) run(static_cast<int64_t>(i), 0);
+    return;
+  }
+  pool.run(static_cast<int64_t>(pieces.size()), run);
+}
 
 void linear(const Matrix& w, const float* x, int64_t n, float* y) {
   if (n <= 0 || w.rows <= 0) return;

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "kernels/matrix.h"
@@ -51,6 +52,19 @@ void linear(const Matrix& w, const float* x, int64_t n, float* y);
 // exactly as two linear() calls would compute them; A and B of different format or width
 // simply take two calls.
 void linear_pair(const Matrix& a, const Matrix& b, const float* x, int64_t n, float* ya, float* yb);
+// One product of a linear_batch: y ([n, w->rows]) = W x (x: [n, w->cols]).
+struct LinearJob {
+  const Matrix* w = nullptr;
+  const float* x = nullptr;
+  int64_t n = 0;
+  float* y = nullptr;
+};
+// Every job's product, exactly as linear() computes it, in one pass over the pool: the rows of
+// all jobs are cut into pieces of about equal work (rows x tokens x columns) that the threads
+// claim, so many small products (a decode step's routed experts) cost one dispatch and no
+// thread idles at the end of each.  Jobs reading the same x (same pointer, n, width, format)
+// prepare it once.  Jobs may not write each other's x.
+void linear_batch(std::span<const LinearJob> jobs);
 // Only rows [r0, r1) of y are written (for partitioning across threads).
 void linear_rows(const Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1);
 

@@ -1,5 +1,6 @@
 #include "model/ffn.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "base/profile.h"
@@ -10,14 +11,27 @@
 
 namespace k3 {
 
+namespace {
+
+// g = act(g, u) over count values: SiTU-GLU or SiLU-GLU per the config.
+void glu(const TextConfig& c, float* g, const float* u, int64_t count) {
+  if (c.act == Activation::kSitu)
+    situ_glu(g, u, count, c.situ_beta, c.situ_linear_beta, g);
+  else
+    silu_glu(g, u, count, g);
+}
+
+// Routed experts run in groups of whole experts of at most this many (token, expert) pairs
+// (or one expert with more), bounding the group's buffers (~53 KB per pair at K3 widths).
+constexpr int64_t kMaxGroupPairs = 512;
+
+}  // namespace
+
 void mlp_forward(const MlpWeights& w, const TextConfig& c, const float* x, int64_t n, float* y) {
   const int64_t m = w.gate.rows;
   std::vector<float> g(n * m), u(n * m);
   linear_pair(w.gate, w.up, x, n, g.data(), u.data());  // one pool dispatch for both
-  if (c.act == Activation::kSitu)
-    situ_glu(g.data(), u.data(), n * m, c.situ_beta, c.situ_linear_beta, g.data());
-  else
-    silu_glu(g.data(), u.data(), n * m, g.data());
+  glu(c, g.data(), u.data(), n * m);
   linear(w.down, g.data(), n, y);
 }
 
@@ -41,7 +55,9 @@ void moe_forward(const MoeWeights& w, const TextConfig& c, const float* x, int64
   if (routes != nullptr) *routes = sel;
 
   // Routed experts, grouped by expert so each expert's weights stream once per call; each
-  // token accumulates its experts in expert-index order (independent of the batch).
+  // token accumulates its experts in expert-index order (independent of the batch).  A group of
+  // experts runs as two pool dispatches (every gate and up product, then every down product),
+  // not two per expert: a decode step's 16 experts are small products.
   ScopedPhase experts_phase(Phase::kExperts);
   const int64_t inner = w.latent_down.empty() ? d : w.latent_down.rows;
   std::vector<float> z;
@@ -52,31 +68,69 @@ void moe_forward(const MoeWeights& w, const TextConfig& c, const float* x, int64
     zin = z.data();
   }
   std::vector<float> acc(n * inner, 0.0f);
-  std::vector<int64_t> rows;
-  std::vector<float> row_w;
-  std::vector<float> zin_e, out_e;
-  for (int e = 0; e < E; ++e) {
-    rows.clear();
-    row_w.clear();
-    for (int64_t t = 0; t < n; ++t)
-      for (int i = 0; i < K; ++i)
-        if (sel[t * K + i] == e) {
-          rows.push_back(t);
-          row_w.push_back(weight[t * K + i]);
-        }
-    if (rows.empty()) continue;
-    const int64_t ne = static_cast<int64_t>(rows.size());
-    zin_e.resize(ne * inner);
-    for (int64_t r = 0; r < ne; ++r)
-      std::copy(zin + rows[r] * inner, zin + (rows[r] + 1) * inner, zin_e.begin() + r * inner);
-    out_e.resize(ne * inner);
-    mlp_forward(w.experts[e], c, zin_e.data(), ne, out_e.data());
-    for (int64_t r = 0; r < ne; ++r) {
-      float* a = &acc[rows[r] * inner];
-      const float* o = &out_e[r * inner];
-      for (int64_t j = 0; j < inner; ++j) a[j] += row_w[r] * o[j];
+  std::vector<std::vector<int64_t>> rows(E);  // the tokens routed to each expert, in order
+  std::vector<std::vector<float>> row_w(E);
+  for (int64_t t = 0; t < n; ++t)
+    for (int i = 0; i < K; ++i) {
+      rows[sel[t * K + i]].push_back(t);
+      row_w[sel[t * K + i]].push_back(weight[t * K + i]);
     }
+  struct Active {
+    int e;
+    int64_t ne, in_off, mid_off;  // pairs; offsets into zin_g / out_g and g / u
+  };
+  std::vector<Active> group;
+  std::vector<float> zin_g, g, u, out_g;
+  std::vector<LinearJob> jobs;
+  auto run_group = [&] {
+    int64_t in_size = 0, mid_size = 0;
+    for (const Active& a : group) {
+      in_size = std::max(in_size, a.in_off + a.ne * inner);
+      mid_size = std::max(mid_size, a.mid_off + a.ne * w.experts[a.e].gate.rows);
+    }
+    zin_g.resize(in_size);
+    out_g.resize(in_size);
+    g.resize(mid_size);
+    u.resize(mid_size);
+    jobs.clear();
+    for (const Active& a : group) {
+      for (int64_t r = 0; r < a.ne; ++r)
+        std::copy(zin + rows[a.e][r] * inner, zin + (rows[a.e][r] + 1) * inner, zin_g.begin() + a.in_off + r * inner);
+      const MlpWeights& ew = w.experts[a.e];
+      jobs.push_back({&ew.gate, zin_g.data() + a.in_off, a.ne, g.data() + a.mid_off});
+      jobs.push_back({&ew.up, zin_g.data() + a.in_off, a.ne, u.data() + a.mid_off});
+    }
+    linear_batch(jobs);
+    jobs.clear();
+    for (const Active& a : group) {
+      const MlpWeights& ew = w.experts[a.e];
+      glu(c, g.data() + a.mid_off, u.data() + a.mid_off, a.ne * ew.gate.rows);
+      jobs.push_back({&ew.down, g.data() + a.mid_off, a.ne, out_g.data() + a.in_off});
+    }
+    linear_batch(jobs);
+    for (const Active& a : group)
+      for (int64_t r = 0; r < a.ne; ++r) {
+        float* dst = &acc[rows[a.e][r] * inner];
+        const float* o = &out_g[a.in_off + r * inner];
+        const float wr = row_w[a.e][r];
+        for (int64_t j = 0; j < inner; ++j) dst[j] += wr * o[j];
+      }
+    group.clear();
+  };
+  int64_t pairs = 0, in_off = 0, mid_off = 0;
+  for (int e = 0; e < E; ++e) {
+    const int64_t ne = static_cast<int64_t>(rows[e].size());
+    if (ne == 0) continue;
+    if (!group.empty() && pairs + ne > kMaxGroupPairs) {
+      run_group();
+      pairs = in_off = mid_off = 0;
+    }
+    group.push_back({e, ne, in_off, mid_off});
+    pairs += ne;
+    in_off += ne * inner;
+    mid_off += ne * w.experts[e].gate.rows;
   }
+  if (!group.empty()) run_group();
   if (!w.latent_norm.empty()) rms_norm(acc.data(), n, inner, w.latent_norm.data(), c.rms_norm_eps, acc.data());
   if (!w.latent_up.empty())
     linear(w.latent_up, acc.data(), n, y);

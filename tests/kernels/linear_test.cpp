@@ -372,6 +372,64 @@ TEST(LinearPair, EqualsTwoCalls) {
   EXPECT_EQ(yb, wb);
 }
 
+// linear_batch: every job as linear() computes it alone (bit for bit, under each precision) and
+// close to the exact product; jobs of several formats, widths and token counts, jobs sharing
+// one x, an empty job, and batches small enough to run serially.
+TEST(LinearBatch, EqualsSeparateCallsAndTheExactProduct) {
+  Rng rng(37);
+  struct Spec {
+    WeightFormat fmt;
+    int64_t rows, cols, n;
+    int x;  // which activation set (jobs with the same one share x)
+  };
+  const std::vector<std::vector<Spec>> batches = {
+      {{WeightFormat::kMxfp4, 300, 256, 1, 0}, {WeightFormat::kMxfp4, 300, 256, 1, 0},
+       {WeightFormat::kMxfp4, 133, 384, 1, 1}, {WeightFormat::kBF16, 77, 256, 1, 0},
+       {WeightFormat::kF32, 50, 100, 1, 2}, {WeightFormat::kMxfp4, 40, 256, 1, 5}},
+      {{WeightFormat::kMxfp4, 96, 512, 9, 0}, {WeightFormat::kMxfp4, 96, 512, 9, 0},
+       {WeightFormat::kMxfp4, 513, 160, 3, 1}, {WeightFormat::kBF16, 200, 512, 20, 2},
+       {WeightFormat::kF32, 64, 64, 0, 3}, {WeightFormat::kMxfp4, 17, 4224, 2, 4}},
+      {{WeightFormat::kBF16, 3, 32, 1, 0}, {WeightFormat::kMxfp4, 5, 64, 2, 1}},  // serial
+  };
+  for (size_t bi = 0; bi < batches.size(); ++bi) {
+    SCOPED_TRACE(::testing::Message() << "batch " << bi);
+    const std::vector<Spec>& specs = batches[bi];
+    std::vector<TestMatrix> ms;
+    std::vector<std::vector<float>> xs(8);
+    for (const Spec& sp : specs) {
+      ms.push_back(make_matrix(sp.fmt, sp.rows, sp.cols, rng));
+      if (xs[sp.x].empty()) xs[sp.x] = random_vec(rng, std::max<int64_t>(sp.n, 1) * sp.cols);
+    }
+    for (Precision p : {Precision::kF32, Precision::kBf16All}) {
+      const LinearPrecisionScope scope(p);
+      for_each_isa([&](Isa) {
+        std::vector<std::vector<float>> ys(specs.size());
+        std::vector<LinearJob> jobs;
+        for (size_t j = 0; j < specs.size(); ++j) {
+          ys[j].assign(static_cast<size_t>(specs[j].n * specs[j].rows), -7.0f);
+          jobs.push_back({&ms[j].m, xs[specs[j].x].data(), specs[j].n, ys[j].data()});
+        }
+        linear_batch(jobs);
+        for (size_t j = 0; j < specs.size(); ++j) {
+          const Spec& sp = specs[j];
+          SCOPED_TRACE(::testing::Message() << "job " << j << " " << format_name(sp.fmt) << " " << sp.rows << "x"
+                                            << sp.cols << " n=" << sp.n << " " << precision_name(p));
+          std::vector<float> alone(static_cast<size_t>(sp.n * sp.rows));
+          linear(ms[j].m, xs[sp.x].data(), sp.n, alone.data());
+          ASSERT_EQ(ys[j], alone);
+          if (p != Precision::kF32 || sp.n == 0) continue;
+          std::vector<float> x(xs[sp.x].begin(), xs[sp.x].begin() + sp.n * sp.cols);
+          const std::vector<double> want = exact_product(ms[j].m, x, sp.n);
+          double scale = 0;
+          for (double v : want) scale = std::max(scale, std::fabs(v));
+          for (size_t i = 0; i < want.size(); ++i)
+            ASSERT_NEAR(ys[j][i], want[i], 1e-5 * (scale + 1.0) * std::sqrt(static_cast<double>(sp.cols))) << i;
+        }
+      });
+    }
+  }
+}
+
 TEST(LinearTransposed, MatchesPlainSum) {
   Rng rng(3);
   for (auto fmt : {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kMxfp4}) {
