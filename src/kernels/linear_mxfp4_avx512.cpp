@@ -102,10 +102,11 @@ __attribute__((noinline)) void gemm_tile(const uint8_t* w0, int64_t ws, const ui
   for (int i = 0; i < R; ++i) w[i] = w0 + i * ws, s[i] = s0 + i * ss;
   for (int t = 0; t < T; ++t) x[t] = x0 + t * xs;
   const __m512 lut = _mm512_loadu_ps(kE2M1Values);
-  auto accumulate = [&](int i, __m512 sv, const __m512* p) {
+  // acc = fma(p, s, acc); at column 0 acc_mem is not yet written and acc starts from +0.
+  auto accumulate = [&](int i, __m512 sv, const __m512* p, bool first) {
     for (int t = 0; t < T; ++t) {
       float* a = acc_mem + (i * acc_stride + t) * 16;
-      _mm512_storeu_ps(a, _mm512_fmadd_ps(p[t], sv, _mm512_loadu_ps(a)));
+      _mm512_storeu_ps(a, _mm512_fmadd_ps(p[t], sv, first ? _mm512_setzero_ps() : _mm512_loadu_ps(a)));
     }
   };
   int64_t c = c0;
@@ -122,7 +123,7 @@ __attribute__((noinline)) void gemm_tile(const uint8_t* w0, int64_t ws, const ui
         for (int t = 0; t < T; ++t) p[i][t] = k == 0 ? _mm512_mul_ps(wk, xk[t]) : _mm512_fmadd_ps(wk, xk[t], p[i][t]);
       }
     }
-    for (int i = 0; i < R; ++i) accumulate(i, block_scales<kZeros>(s[i] + c / 32), p[i]);
+    for (int i = 0; i < R; ++i) accumulate(i, block_scales<kZeros>(s[i] + c / 32), p[i], c == 0);
   }
   for (; c < c1; c += 32) {  // trailing 32-groups (cols % 128), even/odd activation order
     __m512 xe[T], xo[T];
@@ -132,7 +133,7 @@ __attribute__((noinline)) void gemm_tile(const uint8_t* w0, int64_t ws, const ui
       const __m512 lo = _mm512_permutexvar_ps(b, lut), hi = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), lut);
       __m512 p[T];
       for (int t = 0; t < T; ++t) p[t] = _mm512_fmadd_ps(hi, xo[t], _mm512_mul_ps(lo, xe[t]));
-      accumulate(i, _mm512_set1_ps(e8m0_to_f32(s[i][c / 32])), p);
+      accumulate(i, _mm512_set1_ps(e8m0_to_f32(s[i][c / 32])), p, c == 0);
     }
   }
 }

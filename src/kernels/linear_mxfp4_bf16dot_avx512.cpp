@@ -81,7 +81,8 @@ __attribute__((noinline)) void tile(const uint8_t* w0, int64_t ws, const uint8_t
   const int64_t full = cols / 128;
   __m512 acc[R][T];
   for (int i = 0; i < R; ++i)
-    for (int t = 0; t < T; ++t) acc[i][t] = _mm512_loadu_ps(acc_mem + (i * acc_stride + t) * 16);
+    for (int t = 0; t < T; ++t)
+      acc[i][t] = b0 == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(acc_mem + (i * acc_stride + t) * 16);
   for (int64_t b = b0; b < b1; ++b) {
     __m512bh wv[R][4];
     __m512 sv[R];

@@ -152,7 +152,8 @@ struct TokensOuterWalk {
 // from Walk::tiles, then y[t, r] = the horizontal sum of (row, token)'s accumulator.
 // run.template operator()<R, T, kZeros>(r, t, c0, c1, acc, acc_stride) runs one tile: rows
 // r.. r+R-1, tokens t.. t+T-1, columns [c0, c1) (c0 a multiple of 128), accumulating into acc
-// (row i, token j at (i * acc_stride + j) * 16); kZeros: the row block has a zero scale byte.
+// (row i, token j at (i * acc_stride + j) * 16), which it starts from zero when c0 = 0 (nothing
+// zeroes acc here: that was a memset per block); kZeros: the row block has a zero scale byte.
 template <class Walk, class Run>
 void batched_rows(const Matrix& m, int64_t n, float* y, int64_t r0, int64_t r1, Run&& run) {
   constexpr int64_t kRowBlock = Walk::kRowBlock, kTokBlock = Walk::kTokBlock, kColBlock = Walk::kColBlock;
@@ -170,7 +171,6 @@ void batched_rows(const Matrix& m, int64_t n, float* y, int64_t r0, int64_t r1, 
     const bool zeros = scales_have_zero(m, rb, rn);
     for (int64_t tb = 0; tb < n; tb += kTokBlock) {
       const int64_t tn = std::min(kTokBlock, n - tb);
-      for (int64_t ri = 0; ri < rn; ++ri) std::fill_n(acc + ri * kTokBlock * 16, tn * 16, 0.0f);
       for (int64_t c0 = 0; c0 < cols; c0 += kc) {
         const int64_t c1 = std::min(cols, c0 + kc);
         Walk::tiles(rn, tn, [&]<int R, int T>(int64_t ri, int64_t ti) {
