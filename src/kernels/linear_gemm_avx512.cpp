@@ -1,10 +1,11 @@
 // AVX-512 GEMM for dense (bf16 / fp32) weights and many tokens: the prefill path of linear().
 //
 // Blocking: blocks of kTok tokens x kRows rows.  Every 6-row x 4-token register tile (24 vector
-// accumulators) runs over the whole row in one call, with the weights widened in registers
-// straight from the matrix (4 activation + 6 weight loads per 24 FMAs): no accumulator ever
-// leaves the registers and no weight panel is written.  A block's rows (24 x cols, from memory
-// once) stay in L2 while all its token tiles pass.  The activations arrive packed by the caller
+// accumulators) runs over the whole row in one call (rows wider than kMaxCols: over one column
+// chunk, its accumulators parked in L1/L2 between chunks), with the weights widened in registers
+// straight from the matrix (4 activation + 6 weight loads per 24 FMAs): no weight panel is
+// written.  A block's rows (24 x cols, or a chunk of them; from memory once) stay in L2 while
+// all its token tiles pass.  The activations arrive packed by the caller
 // (64-byte aligned, stride gemm_x_stride(cols): padded by one cache line so the token rows do
 // not alias in L1's sets; cols of 1024k or 7168 floats put every row at a multiple of 4 KB).
 // History: Zen 4, 2 threads, 12288 x 7168 x 256 bf16: the earlier packed-panel kernel ~118,
@@ -23,6 +24,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "base/aligned.h"
 #include "base/numeric_types.h"
 #include "kernels/linear.h"
 #include "kernels/matrix.h"
@@ -37,6 +39,12 @@ namespace {
 
 constexpr int64_t kRows = 24, kTok = 192;  // kRows % kR == 0
 constexpr int kR = 6, kT = 4;
+// Rows wider than this run in equal column chunks (multiples of 16) with the accumulators kept
+// in L1/L2 between chunks, so a block's rows and a token tile's activations stay in L2.  One
+// thread, 7168 x 33792 x 128 bf16 (the dense MLP's down projection): whole rows ~103, 8192 or
+// 6144-column chunks ~118 GFLOP/s; 12288 columns at parity, 7168 whole rows 134 against 129 in
+// 4096-column chunks.
+constexpr int64_t kMaxCols = 8192;
 
 inline __m512 widen(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
 inline __mmask16 tail_mask(int64_t k) { return static_cast<__mmask16>((1u << k) - 1u); }
@@ -56,24 +64,32 @@ inline __m512 load_w_tail(const W* p, __mmask16 m) {
     return _mm512_maskz_loadu_ps(m, p);
 }
 
-// y[t * ys + i] = W[i] . x[t] for R rows (at w + i * ws) and T tokens (at x + t * xs), whole
-// rows.  Per 16 columns: the T activation vectors are loaded once, then each row's weights are
-// widened and meet all T of them (the x-stationary order: measured on Zen 5, one thread, 6 x 4
-// reaches ~100% of the FMA peak in L1 where 4 x 6 with weights held reaches ~82%).
+// y[t * ys + i] = W[i] . x[t] for R rows (at w + i * ws) and T tokens (at x + t * xs), columns
+// [c0, c1) of `cols` (c0 a multiple of 16; c1 too unless it is cols).  Per 16 columns: the T
+// activation vectors are loaded once, then each row's weights are widened and meet all T of them
+// (the x-stationary order: measured on Zen 5, one thread, 6 x 4 reaches ~100% of the FMA peak in
+// L1 where 4 x 6 with weights held reaches ~82%).  A row in several column chunks keeps its
+// accumulators in acc_mem between them (row i, token t at (i * as + t) * 16): started from zero
+// at c0 = 0, summed into y at c1 = cols; so each lane's FMA sequence is the whole-row one.
 template <typename W, int R, int T>
-__attribute__((noinline)) void tile(const W* w, int64_t ws, const float* x, int64_t xs, int64_t cols, float* y,
-                                    int64_t ys) {
+__attribute__((noinline)) void tile(const W* w, int64_t ws, const float* x, int64_t xs, int64_t c0, int64_t c1,
+                                    int64_t cols, float* y, int64_t ys, float* acc_mem, int64_t as) {
   __m512 acc[R][T];
   for (int i = 0; i < R; ++i)
-    for (int t = 0; t < T; ++t) acc[i][t] = _mm512_setzero_ps();
-  int64_t c = 0;
-  for (; c + 16 <= cols; c += 16) {
+    for (int t = 0; t < T; ++t) acc[i][t] = c0 == 0 ? _mm512_setzero_ps() : _mm512_load_ps(acc_mem + (i * as + t) * 16);
+  int64_t c = c0;
+  for (; c + 16 <= c1; c += 16) {
     __m512 xv[T];
     for (int t = 0; t < T; ++t) xv[t] = _mm512_load_ps(x + t * xs + c);
     for (int i = 0; i < R; ++i) {
       const __m512 wv = load_w(w + i * ws + c);
       for (int t = 0; t < T; ++t) acc[i][t] = _mm512_fmadd_ps(wv, xv[t], acc[i][t]);
     }
+  }
+  if (c1 < cols) {
+    for (int i = 0; i < R; ++i)
+      for (int t = 0; t < T; ++t) _mm512_store_ps(acc_mem + (i * as + t) * 16, acc[i][t]);
+    return;
   }
   if (c < cols) {
     const __mmask16 m = tail_mask(cols - c);
@@ -88,24 +104,44 @@ __attribute__((noinline)) void tile(const W* w, int64_t ws, const float* x, int6
     for (int t = 0; t < T; ++t) y[t * ys + i] = _mm512_reduce_add_ps(acc[i][t]);
 }
 
-// Tokens [t, t + T) of the block at x / y against every row tile of rows [rb, rb + rn): kR-row
-// tiles, then one tile of the rows left over.
+// Tokens [t, t + T) of the block at x / y against every row tile of rows [rb, rb + rn), columns
+// [c0, c1): kR-row tiles, then one tile of the rows left over.  acc: the block's accumulators
+// (row rb + i, token t at (i * kTok + t) * 16).
 template <typename W, int T>
-void row_tiles(const Matrix& m, const float* x, int64_t xs, float* y, int64_t rb, int64_t rn, int64_t t) {
+void row_tiles(const Matrix& m, const float* x, int64_t xs, float* y, int64_t rb, int64_t rn, int64_t t, int64_t c0,
+               int64_t c1, float* acc) {
   const W* base = static_cast<const W*>(m.data);
   const float* xt = x + t * xs;
   float* yt = y + t * m.rows;
   int64_t i = 0;
-  auto run = [&]<int R>() { tile<W, R, T>(base + (rb + i) * m.cols, m.cols, xt, xs, m.cols, yt + rb + i, m.rows); };
+  auto run = [&]<int R>() {
+    tile<W, R, T>(base + (rb + i) * m.cols, m.cols, xt, xs, c0, c1, m.cols, yt + rb + i, m.rows,
+                  acc + (i * kTok + t) * 16, kTok);
+  };
   for (; i + kR <= rn; i += kR) run.template operator()<kR>();
   with_remainder<kR>(rn - i, run);
 }
 
 template <typename W>
 void gemm(const Matrix& m, const float* x, int64_t xs, int64_t n, float* y, int64_t r0, int64_t r1) {
-  for_each_gemm_tile<kTok, kRows, kT>(n, r0, r1, [&]<int T>(int64_t tb, int64_t rb, int64_t rn, int64_t t) {
-    row_tiles<W, T>(m, x + tb * xs, xs, y + tb * m.rows, rb, rn, t);
-  });
+  const int64_t cols = m.cols, chunks = (cols + kMaxCols - 1) / kMaxCols;
+  const int64_t step = chunks <= 1 ? cols : (cols / chunks + 15) / 16 * 16;
+  thread_local AlignedVector<float> accbuf;
+  accbuf.resize(static_cast<size_t>(kRows * kTok * 16));
+  float* acc = accbuf.data();
+  for (int64_t tb = 0; tb < n; tb += kTok) {
+    const int64_t tn = std::min(kTok, n - tb);
+    for (int64_t rb = r0; rb < r1; rb += kRows) {
+      const int64_t rn = std::min(kRows, r1 - rb);
+      for (int64_t c0 = 0; c0 < cols; c0 += step) {
+        const int64_t c1 = std::min(cols, c0 + step);
+        auto run = [&]<int T>(int64_t t) { row_tiles<W, T>(m, x + tb * xs, xs, y + tb * m.rows, rb, rn, t, c0, c1, acc); };
+        int64_t t = 0;
+        for (; t + kT <= tn; t += kT) run.template operator()<kT>(t);
+        with_remainder<kT>(tn - t, [&]<int T>() { run.template operator()<T>(t); });
+      }
+    }
+  }
 }
 
 // Decode (one token): R whole rows per pass with accumulators in registers and a software

@@ -346,6 +346,32 @@ TEST(LinearBf16, NonFiniteActivationsPropagate) {
 
 // linear_pair gives exactly what two linear() calls give, for every format and ISA, across
 // sizes that do and do not fill whole row blocks, and with mismatched matrices (two calls).
+// Rows wider than the AVX-512 GEMM's column chunk (8192) keep their accumulators between
+// chunks: still the exact product, and still bit-identical to each token alone (the GEMV).
+TEST(LinearGemm, WideRowsInColumnChunks) {
+  Rng rng(41);
+  for (WeightFormat fmt : {WeightFormat::kF32, WeightFormat::kBF16})
+    for (auto [R, C, n] : {std::tuple<int64_t, int64_t, int64_t>{7, 16389, 9}, {13, 24576, 13}, {6, 8208, 8}}) {
+      SCOPED_TRACE(::testing::Message() << format_name(fmt) << " " << R << "x" << C << " n=" << n);
+      TestMatrix t = make_matrix(fmt, R, C, rng);
+      std::vector<float> x = random_vec(rng, n * C);
+      const std::vector<double> want = exact_product(t.m, x, n);
+      double scale = 0;
+      for (double v : want) scale = std::max(scale, std::fabs(v));
+      for_each_isa([&](Isa) {
+        std::vector<float> all(n * R);
+        linear(t.m, x.data(), n, all.data());
+        for (size_t i = 0; i < all.size(); ++i)
+          ASSERT_NEAR(all[i], want[i], 1e-5 * (scale + 1.0) * std::sqrt(static_cast<double>(C))) << "at " << i;
+        for (int64_t tok = 0; tok < n; ++tok) {
+          std::vector<float> one(R);
+          linear(t.m, x.data() + tok * C, 1, one.data());
+          for (int64_t r = 0; r < R; ++r) ASSERT_EQ(one[r], all[tok * R + r]) << "token " << tok << " row " << r;
+        }
+      });
+    }
+}
+
 TEST(LinearPair, EqualsTwoCalls) {
   Rng rng(31);
   for (WeightFormat fmt : {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kMxfp4})
