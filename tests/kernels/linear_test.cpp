@@ -68,6 +68,33 @@ std::vector<double> exact_product(const Matrix& m, const std::vector<float>& x, 
   return y;
 }
 
+// Whether y is within the fp32 kernels' tolerance of want, the exact product over `cols` columns.
+::testing::AssertionResult near_exact(const std::vector<float>& y, const std::vector<double>& want, int64_t cols) {
+  double scale = 0;
+  for (double v : want) scale = std::max(scale, std::fabs(v));
+  const double tol = 1e-5 * (scale + 1.0) * std::sqrt(static_cast<double>(cols));
+  if (y.size() != want.size()) return ::testing::AssertionFailure() << y.size() << " values, want " << want.size();
+  for (size_t i = 0; i < want.size(); ++i)
+    if (!(std::fabs(y[i] - want[i]) <= tol))
+      return ::testing::AssertionFailure() << "at " << i << ": " << y[i] << " vs " << want[i] << " (tolerance " << tol << ")";
+  return ::testing::AssertionSuccess();
+}
+
+// Whether every token's product alone (the GEMV) is bit-identical to its values in `all`, the
+// product of W with the n tokens of x in one call.
+::testing::AssertionResult tokens_match_alone(const Matrix& m, const std::vector<float>& x, int64_t n,
+                                              const std::vector<float>& all) {
+  std::vector<float> one(m.rows);
+  for (int64_t tok = 0; tok < n; ++tok) {
+    linear(m, x.data() + tok * m.cols, 1, one.data());
+    for (int64_t r = 0; r < m.rows; ++r)
+      if (one[r] != all[tok * m.rows + r])
+        return ::testing::AssertionFailure() << "token " << tok << " row " << r << ": " << one[r] << " alone, "
+                                             << all[tok * m.rows + r] << " in the batch";
+  }
+  return ::testing::AssertionSuccess();
+}
+
 class LinearTest : public ::testing::TestWithParam<WeightFormat> {};
 
 TEST_P(LinearTest, MatchesReferenceOverShapes) {
@@ -85,13 +112,10 @@ TEST_P(LinearTest, MatchesReferenceOverShapes) {
       TestMatrix t = make_matrix(fmt, rows, cols, rng);
       std::vector<float> x = random_vec(rng, n * cols);
       const std::vector<double> want = exact_product(t.m, x, n);
-      double scale = 0;
-      for (double v : want) scale = std::max(scale, std::fabs(v));
       for_each_isa([&](Isa) {
         std::vector<float> y(n * rows, -1.0f);
         linear(t.m, x.data(), n, y.data());
-        for (size_t i = 0; i < y.size(); ++i)
-          ASSERT_NEAR(y[i], want[i], 1e-5 * (scale + 1.0) * std::sqrt(static_cast<double>(cols))) << "at " << i;
+        ASSERT_TRUE(near_exact(y, want, cols));
       });
     }
   }
@@ -187,19 +211,12 @@ void expect_rounded_product(const TestMatrix& t, const std::vector<float>& x, in
   std::vector<float> xr(n * C);
   ref::round_to_bf16(x.data(), n * C, xr.data());
   const std::vector<double> want = exact_product(t.m, xr, n);
-  double scale = 0;
-  for (double v : want) scale = std::max(scale, std::fabs(v));
   for_each_isa([&](Isa) {
     LinearPrecisionScope bf16(p);
     std::vector<float> all(n * R);
     linear(t.m, x.data(), n, all.data());
-    for (size_t i = 0; i < all.size(); ++i)
-      ASSERT_NEAR(all[i], want[i], 1e-5 * (scale + 1.0) * std::sqrt(static_cast<double>(C))) << i;
-    for (int64_t tok = 0; tok < n; ++tok) {
-      std::vector<float> one(R);
-      linear(t.m, x.data() + tok * C, 1, one.data());
-      for (int64_t r = 0; r < R; ++r) ASSERT_EQ(one[r], all[tok * R + r]);
-    }
+    ASSERT_TRUE(near_exact(all, want, C));
+    ASSERT_TRUE(tokens_match_alone(t.m, x, n, all));
     if (R > 2) {
       std::vector<float> part(n * R, 0.0f);
       linear_rows(t.m, x.data(), n, part.data(), 1, R - 1);
@@ -356,18 +373,11 @@ TEST(LinearGemm, WideRowsInColumnChunks) {
       TestMatrix t = make_matrix(fmt, R, C, rng);
       std::vector<float> x = random_vec(rng, n * C);
       const std::vector<double> want = exact_product(t.m, x, n);
-      double scale = 0;
-      for (double v : want) scale = std::max(scale, std::fabs(v));
       for_each_isa([&](Isa) {
         std::vector<float> all(n * R);
         linear(t.m, x.data(), n, all.data());
-        for (size_t i = 0; i < all.size(); ++i)
-          ASSERT_NEAR(all[i], want[i], 1e-5 * (scale + 1.0) * std::sqrt(static_cast<double>(C))) << "at " << i;
-        for (int64_t tok = 0; tok < n; ++tok) {
-          std::vector<float> one(R);
-          linear(t.m, x.data() + tok * C, 1, one.data());
-          for (int64_t r = 0; r < R; ++r) ASSERT_EQ(one[r], all[tok * R + r]) << "token " << tok << " row " << r;
-        }
+        ASSERT_TRUE(near_exact(all, want, C));
+        ASSERT_TRUE(tokens_match_alone(t.m, x, n, all));
       });
     }
 }
@@ -445,11 +455,7 @@ TEST(LinearBatch, EqualsSeparateCallsAndTheExactProduct) {
           ASSERT_EQ(ys[j], alone);
           if (p != Precision::kF32 || sp.n == 0) continue;
           std::vector<float> x(xs[sp.x].begin(), xs[sp.x].begin() + sp.n * sp.cols);
-          const std::vector<double> want = exact_product(ms[j].m, x, sp.n);
-          double scale = 0;
-          for (double v : want) scale = std::max(scale, std::fabs(v));
-          for (size_t i = 0; i < want.size(); ++i)
-            ASSERT_NEAR(ys[j][i], want[i], 1e-5 * (scale + 1.0) * std::sqrt(static_cast<double>(sp.cols))) << i;
+          ASSERT_TRUE(near_exact(ys[j], exact_product(ms[j].m, x, sp.n), sp.cols));
         }
       });
     }
