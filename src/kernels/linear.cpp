@@ -210,50 +210,6 @@ void linear_rows(const Matrix& w, const float* x, int64_t n, float* y, int64_t r
   rows_prepared(isa, w, bf ? PreparedX{} : prepare(isa, w, x, n, buf), bf ? &a : nullptr, n, y, r0, r1);
 }
 
-namespace {
-
-// y_i = W_i x for one matrix or two of the same format and width (b may be null): the
-// activations are prepared once and the rows of both run as one index space on the pool, so a
-// pair costs one dispatch.  Each row's arithmetic is the single-matrix one.
-void linear_impl(const Matrix& wa, const Matrix* wb, const float* x, int64_t n, float* ya, float* yb) {
-  const Isa isa = active_isa();
-  ThreadPool& pool = global_pool();
-  const int64_t rows_a = wa.rows, total = rows_a + (wb != nullptr ? wb->rows : 0);
-  // Rows [s, e) of the combined index space through run(matrix, y, r0, r1).
-  auto split = [&](int64_t s, int64_t e, const auto& run) {
-    if (s < rows_a) run(wa, ya, s, std::min(e, rows_a));
-    if (e > rows_a) run(*wb, yb, std::max(s, rows_a) - rows_a, e - rows_a);
-  };
-  const double work = static_cast<double>(total) * static_cast<double>(wa.cols) * static_cast<double>(n);
-  if (use_amx(isa, wa)) {
-    amx::PackedActivations p;
-    amx_pack(wa, x, n, true, p);
-    auto run = [&](const Matrix& w, float* y, int64_t r0, int64_t r1) { amx::linear_rows(w, p, y, r0, r1); };
-    // Row ranges in whole tile blocks (48 rows for one column group, else 32).
-    const int64_t block = p.groups == 1 ? 48 : 32;
-    if (work < 256.0 * 1024 || pool.size() == 1 || total < 2 * block)
-      split(0, total, run);
-    else
-      pool.parallel_for(total, block, [&](int64_t b, int64_t e, int) { split(b, e, run); });
-    return;
-  }
-  AlignedVector<float> buf;
-  Bf16Activations a;
-  const bool bf = use_bf16(wa);
-  if (bf) prepare_bf16(isa, wa, x, n, a);
-  const PreparedX xp = bf ? PreparedX{} : prepare(isa, wa, x, n, buf);
-  const Bf16Activations* ap = bf ? &a : nullptr;
-  auto run = [&](const Matrix& w, float* y, int64_t r0, int64_t r1) { rows_prepared(isa, w, xp, ap, n, y, r0, r1); };
-  // Small products are not worth waking the workers for.
-  if (work < 64.0 * 1024 || pool.size() == 1 || total < 32) {
-    split(0, total, run);
-    return;
-  }
-  pool.parallel_for(total, 16, [&](int64_t b, int64_t e, int) { split(b, e, run); });
-}
-
-}  // namespace
-
 void linear_batch(std::span<const LinearJob> jobs) {
   const Isa isa = active_isa();
   ThreadPool& pool = global_pool();
@@ -299,7 +255,9 @@ void linear_batch(std::span<const LinearJob> jobs) {
     int64_t r0, r1;
   };
   std::vector<Piece> pieces;
-  const bool serial = pool.size() == 1 || total < 64.0 * 1024;
+  // Small products are not worth waking the workers for (AMX ones have a larger threshold).
+  const bool any_amx = std::any_of(store.begin(), store.end(), [](const Prepared& p) { return p.amx; });
+  const bool serial = pool.size() == 1 || total < (any_amx ? 256.0 : 64.0) * 1024;
   const double target = total / (8.0 * pool.size());
   for (size_t j = 0; j < jobs.size(); ++j) {
     if (prep[j] == nullptr) continue;
@@ -326,18 +284,13 @@ void linear_batch(std::span<const LinearJob> jobs) {
 }
 
 void linear(const Matrix& w, const float* x, int64_t n, float* y) {
-  if (n <= 0 || w.rows <= 0) return;
-  linear_impl(w, nullptr, x, n, y, nullptr);
+  const LinearJob job{&w, x, n, y};
+  linear_batch({&job, 1});
 }
 
 void linear_pair(const Matrix& a, const Matrix& b, const float* x, int64_t n, float* ya, float* yb) {
-  if (a.format != b.format || a.cols != b.cols) {
-    linear(a, x, n, ya);
-    linear(b, x, n, yb);
-    return;
-  }
-  if (n <= 0 || a.rows + b.rows <= 0) return;
-  linear_impl(a, &b, x, n, ya, yb);
+  const LinearJob jobs[2] = {{&a, x, n, ya}, {&b, x, n, yb}};
+  linear_batch(jobs);
 }
 
 void linear_transposed(const Matrix& w, const float* x, int64_t n, float* y) {

@@ -49,8 +49,8 @@ class LinearPrecisionScope {
 // Dispatches on active_isa().
 void linear(const Matrix& w, const float* x, int64_t n, float* y);
 // ya = A x and yb = B x in one pass over the pool (e.g. an MLP's gate and up projections),
-// exactly as two linear() calls would compute them; A and B of different format or width
-// simply take two calls.
+// exactly as two linear() calls would compute them (a linear_batch of two; x is prepared once
+// when A and B have the same format and width).
 void linear_pair(const Matrix& a, const Matrix& b, const float* x, int64_t n, float* ya, float* yb);
 // One product of a linear_batch: y ([n, w->rows]) = W x (x: [n, w->cols]).
 struct LinearJob {
@@ -59,10 +59,10 @@ struct LinearJob {
   int64_t n = 0;
   float* y = nullptr;
 };
-// Every job's product, exactly as linear() computes it, in one pass over the pool: the rows of
-// all jobs are cut into pieces of about equal work (rows x tokens x columns) that the threads
-// claim, so many small products (a decode step's routed experts) cost one dispatch and no
-// thread idles at the end of each.  Jobs reading the same x (same pointer, n, width, format)
+// Every job's product, each exactly as it is computed alone, in one pass over the pool (linear()
+// and linear_pair() are batches of one and two): the rows of all jobs are cut into pieces of
+// about equal work (rows x tokens x columns) that the threads claim, so many small products (a
+// decode step's routed experts) cost one dispatch and no thread idles at the end of each.  Jobs reading the same x (same pointer, n, width, format)
 // prepare it once.  Jobs may not write each other's x.
 void linear_batch(std::span<const LinearJob> jobs);
 // Only rows [r0, r1) of y are written (for partitioning across threads).

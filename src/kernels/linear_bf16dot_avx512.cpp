@@ -77,9 +77,10 @@ void row_tiles(const Matrix& m, const uint16_t* x, int64_t xs, float* y, int64_t
 
 void linear_rows_bf16dot(const Matrix& m, const uint16_t* xb, int64_t xstride, int64_t n, float* y, int64_t r0,
                          int64_t r1) {
-  for_each_gemm_tile<kTok, kRows, kT>(n, r0, r1, [&]<int T>(int64_t tb, int64_t rb, int64_t rn, int64_t t) {
-    row_tiles<T>(m, xb + tb * xstride, xstride, y + tb * m.rows, rb, rn, t);
-  });
+  for_each_gemm_tile<kTok, kRows, kT>(n, r0, r1, m.cols, m.cols,  // whole rows
+                                      [&]<int T>(int64_t tb, int64_t rb, int64_t rn, int64_t t, int64_t, int64_t) {
+                                        row_tiles<T>(m, xb + tb * xstride, xstride, y + tb * m.rows, rb, rn, t);
+                                      });
 }
 
 }  // namespace k3::avx512

@@ -129,19 +129,10 @@ void gemm(const Matrix& m, const float* x, int64_t xs, int64_t n, float* y, int6
   thread_local AlignedVector<float> accbuf;
   accbuf.resize(static_cast<size_t>(kRows * kTok * 16));
   float* acc = accbuf.data();
-  for (int64_t tb = 0; tb < n; tb += kTok) {
-    const int64_t tn = std::min(kTok, n - tb);
-    for (int64_t rb = r0; rb < r1; rb += kRows) {
-      const int64_t rn = std::min(kRows, r1 - rb);
-      for (int64_t c0 = 0; c0 < cols; c0 += step) {
-        const int64_t c1 = std::min(cols, c0 + step);
-        auto run = [&]<int T>(int64_t t) { row_tiles<W, T>(m, x + tb * xs, xs, y + tb * m.rows, rb, rn, t, c0, c1, acc); };
-        int64_t t = 0;
-        for (; t + kT <= tn; t += kT) run.template operator()<kT>(t);
-        with_remainder<kT>(tn - t, [&]<int T>() { run.template operator()<T>(t); });
-      }
-    }
-  }
+  for_each_gemm_tile<kTok, kRows, kT>(
+      n, r0, r1, cols, step, [&]<int T>(int64_t tb, int64_t rb, int64_t rn, int64_t t, int64_t c0, int64_t c1) {
+        row_tiles<W, T>(m, x + tb * xs, xs, y + tb * m.rows, rb, rn, t, c0, c1, acc);
+      });
 }
 
 // Decode (one token): R whole rows per pass with accumulators in registers and a software

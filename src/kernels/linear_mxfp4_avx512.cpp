@@ -39,8 +39,8 @@ constexpr int kGemmRows = 4, kGemmTokens = 4;  // the batched register tile (gem
 // 4 x 2 ~35-40, 8 x 1 ~34, 1 x 8 ~30; 2 x 6 and larger (accumulators in memory) 20-27.
 constexpr int kGemvStreams = 2, kGemvRowsPerStream = 4;
 
-// Decode: R rows against one token's activations x over all `cols` columns, accumulating into
-// acc_mem (row i at i * 16).  Row i is row (i / P) * step + i % P from the first (packed bytes
+// Decode: R rows against one token's activations x over all `cols` columns, their sums (16
+// lanes each) into acc_mem (row i at i * 16).  Row i is row (i / P) * step + i % P from the first (packed bytes
 // from w0, scales from s0).
 template <int R, int P, bool kZeros>
 __attribute__((noinline)) void gemv_tile(const uint8_t* w0, const uint8_t* s0, int64_t step, const float* x,
@@ -53,7 +53,7 @@ __attribute__((noinline)) void gemv_tile(const uint8_t* w0, const uint8_t* s0, i
   }
   const __m512 lut = _mm512_loadu_ps(kE2M1Values);
   __m512 acc[R];
-  for (int i = 0; i < R; ++i) acc[i] = _mm512_loadu_ps(acc_mem + i * 16);
+  for (int i = 0; i < R; ++i) acc[i] = _mm512_setzero_ps();
   int64_t c = 0;
   for (; c < full; c += 128) {
     __m512i raw[R];

@@ -60,7 +60,7 @@ inline bool scales_have_zero(const Matrix& m, int64_t r, int64_t rn) {
 // each kStreams-th of the row range, so each of the kStreams streams runs on through consecutive
 // rows (the prefetchers keep long streams going) instead of restarting every tile; then the rows
 // left over one by one.  run.template operator()<R, P, kZeros>(r, q, acc) runs the R rows
-// r + (i / P) * q + i % P (i < R) over the whole row into acc (row i at i * 16, zeroed here).
+// r + (i / P) * q + i % P (i < R) over the whole row, writing their sums to acc (row i at i * 16).
 template <int kStreams, int kPer, class Run>
 void gemv_rows(const Matrix& m, float* y, int64_t r0, int64_t r1, Run&& run) {
   const int64_t q = (r1 - r0) / kStreams / kPer * kPer;
@@ -70,7 +70,6 @@ void gemv_rows(const Matrix& m, float* y, int64_t r0, int64_t r1, Run&& run) {
     const int64_t r = r0 + j;
     bool zeros = false;
     for (int i = 0; i < kStreams; ++i) zeros = zeros || scales_have_zero(m, r + i * q, kPer);
-    std::fill_n(acc, R * 16, 0.0f);
     if (zeros)
       run.template operator()<R, kPer, true>(r, q, acc);
     else
@@ -78,7 +77,6 @@ void gemv_rows(const Matrix& m, float* y, int64_t r0, int64_t r1, Run&& run) {
     for (int i = 0; i < R; ++i) y[r + (i / kPer) * q + i % kPer] = _mm512_reduce_add_ps(_mm512_load_ps(acc + i * 16));
   }
   for (int64_t r = r0 + kStreams * q; r < r1; ++r) {
-    std::fill_n(acc, 16, 0.0f);
     if (scales_have_zero(m, r, 1))
       run.template operator()<1, 1, true>(r, 1, acc);
     else
