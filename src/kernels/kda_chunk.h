@@ -39,6 +39,8 @@ constexpr float kMaxDiagLogDecay = 85.0f;  // e^85 < FLT_MAX and e^-85 > FLT_MIN
 // Token rows fetched ahead.  Rows of one head sit one [heads*dim] row apart, so they map to a
 // few cache sets; a short distance keeps the prefetched lines from evicting each other.
 constexpr int kPrefetchRows = 8;
+// Vectors of one row the in-block forward substitution keeps in registers.
+constexpr int kSubstVecs = 8;
 
 template <class Tr>
 struct Fast {
@@ -316,10 +318,21 @@ struct Fast {
       for (int r = r0 + 1; r < r1; ++r) {
         float* xr = X + r * Wd;
         const float* nl = s.NL.data() + static_cast<int64_t>(r) * C;
-        for (int64_t j = 0; j < Wd; j += L) {
-          Vec acc = Tr::load(xr + j);
-          for (int m = r0; m < r; ++m) acc = Tr::fma(Tr::set1(nl[m]), Tr::load(X + m * Wd + j), acc);
-          Tr::store(xr + j, acc);
+        // kSubstVecs independent sums along the row (one chain per vector would wait on the FMA
+        // latency at every step).
+        for (int64_t j0 = 0; j0 < Wd; j0 += kSubstVecs * L) {
+          const int nv = static_cast<int>(std::min<int64_t>(kSubstVecs, (Wd - j0) / L));
+          Vec acc[kSubstVecs];
+          for (int x = 0; x < kSubstVecs; ++x)
+            acc[x] = x < nv ? Tr::load(xr + j0 + x * L) : Tr::zero();
+          for (int m = r0; m < r; ++m) {
+            const Vec a = Tr::set1(nl[m]);
+            const float* xm = X + m * Wd + j0;
+            for (int x = 0; x < kSubstVecs; ++x)
+              if (x < nv) acc[x] = Tr::fma(a, Tr::load(xm + x * L), acc[x]);
+          }
+          for (int x = 0; x < kSubstVecs; ++x)
+            if (x < nv) Tr::store(xr + j0 + x * L, acc[x]);
         }
       }
     }
