@@ -120,21 +120,32 @@ void kda_chunked(const KdaHeadIO& io, int64_t T, int K, int V, int chunk, float*
 }  // namespace ref
 
 void short_conv_silu(const float* x, int64_t T, int64_t C, int W, const float* weight, float* hist, float* y) {
+  short_conv_silu_channels(x, T, C, W, weight, hist, 0, C, y, C);
+}
+
+void short_conv_silu_channels(const float* x, int64_t T, int64_t C, int W, const float* weight, float* hist,
+                              int64_t c0, int64_t n, float* y, int64_t y_stride) {
   const int H = W - 1;
-  auto input = [&](int64_t i, int64_t ch) { return i >= 0 ? x[i * C + ch] : hist[(H + i) * C + ch]; };
+  // Taps transposed to [W][n] so the loops below run along contiguous channels.
+  std::vector<float> taps(static_cast<size_t>(W) * n);
+  for (int64_t j = 0; j < n; ++j)
+    for (int w = 0; w < W; ++w) taps[static_cast<size_t>(w) * n + j] = weight[(c0 + j) * W + w];
+  // Input row i (< 0: from the history) of this channel range.
+  auto input = [&](int64_t i) { return i >= 0 ? x + i * C + c0 : hist + (H + i) * C + c0; };
   for (int64_t t = 0; t < T; ++t) {
-    for (int64_t ch = 0; ch < C; ++ch) {
-      float acc = 0.0f;
-      for (int w = 0; w < W; ++w) acc += weight[ch * W + w] * input(t - H + w, ch);
-      y[t * C + ch] = acc;
+    float* __restrict yt = y + t * y_stride;
+    for (int64_t j = 0; j < n; ++j) yt[j] = 0.0f;
+    for (int w = 0; w < W; ++w) {  // tap W-1 on the current token; the sum runs oldest first
+      const float* __restrict in = input(t - H + w);
+      const float* __restrict tw = &taps[static_cast<size_t>(w) * n];
+      for (int64_t j = 0; j < n; ++j) yt[j] += tw[j] * in[j];
     }
+    silu(yt, n, yt);
   }
-  silu(y, T * C, y);
-  // Keep the newest H raw inputs.
-  std::vector<float> next(static_cast<size_t>(H) * C);
-  for (int i = 0; i < H; ++i)
-    for (int64_t ch = 0; ch < C; ++ch) next[static_cast<size_t>(i) * C + ch] = input(T - H + i, ch);
-  std::copy(next.begin(), next.end(), hist);
+  // Keep the newest H raw inputs (read before any is overwritten).
+  std::vector<float> next(static_cast<size_t>(H) * n);
+  for (int i = 0; i < H; ++i) std::copy(input(T - H + i), input(T - H + i) + n, &next[static_cast<size_t>(i) * n]);
+  for (int i = 0; i < H; ++i) std::copy(&next[static_cast<size_t>(i) * n], &next[static_cast<size_t>(i + 1) * n], hist + i * C + c0);
 }
 
 }  // namespace k3

@@ -51,5 +51,10 @@ void kda_chunked(const KdaHeadIO& io, int64_t T, int K, int V, int chunk, float*
 // of a sequence) and is advanced past the new rows.  weight is [C][W] with tap W-1 on the
 // current token.  y[T][C] must not alias x.
 void short_conv_silu(const float* x, int64_t T, int64_t C, int W, const float* weight, float* hist, float* y);
+// The same for channels [c0, c0 + n) only (threads may run disjoint ranges at once), with output
+// row t of the range at y + t * y_stride: a head's channels can go straight into a head-major
+// [heads][T][dim] buffer (y_stride = dim), the layout kda_chunked() reads fastest.
+void short_conv_silu_channels(const float* x, int64_t T, int64_t C, int W, const float* weight, float* hist,
+                              int64_t c0, int64_t n, float* y, int64_t y_stride);
 
 }  // namespace k3

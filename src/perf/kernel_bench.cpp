@@ -242,17 +242,18 @@ KdaData make_kda(int H, int D, int64_t T) {
   return d;
 }
 
+// Head-major q, k, v, g and o ([H][T][D]), as the KDA layer hands them to the kernels.
 void run_kda(ThreadPool& pool, KdaData& d, bool chunked) {
-  const int64_t P = static_cast<int64_t>(d.H) * d.D;
   pool.run(d.H, [&](int64_t h, int) {
+    const int64_t off = h * d.T * d.D;
     KdaHeadIO io;
-    io.q = d.q.data() + h * d.D;
-    io.k = d.k.data() + h * d.D;
-    io.v = d.v.data() + h * d.D;
-    io.g = d.g.data() + h * d.D;
-    io.o = d.o.data() + h * d.D;
+    io.q = d.q.data() + off;
+    io.k = d.k.data() + off;
+    io.v = d.v.data() + off;
+    io.g = d.g.data() + off;
+    io.o = d.o.data() + off;
     io.beta = d.beta.data() + h;
-    io.stride_qk = io.stride_v = io.stride_g = io.stride_o = P;
+    io.stride_qk = io.stride_v = io.stride_g = io.stride_o = d.D;
     io.stride_beta = d.H;
     float* S = d.state.data() + h * d.D * d.D;
     if (chunked) kda_chunked(io, d.T, d.D, d.D, kKdaChunk, S);

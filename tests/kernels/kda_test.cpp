@@ -194,6 +194,16 @@ TEST(ShortConv, CausalTapsAndHistory) {
     short_conv_silu(x.data() + 6 * C, 5, C, W, w.data(), hist_b.data(), yb.data() + 6 * C);
     EXPECT_EQ(ya, yb);
     EXPECT_EQ(hist_a, hist_b);
+    // Channel ranges (7 + 12 channels) into a range-major buffer: the same values and history.
+    std::vector<float> hist_c((W - 1) * C, 0.0f), yc(T * C);
+    for (auto [c0, n] : {std::pair<int64_t, int64_t>{0, 7}, {7, 12}})
+      short_conv_silu_channels(x.data(), T, C, W, w.data(), hist_c.data(), c0, n, yc.data() + c0 * T, n);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t c = 0; c < C; ++c) {
+        const int64_t c0 = c < 7 ? 0 : 7, n = c < 7 ? 7 : 12;
+        ASSERT_EQ(yc[c0 * T + t * n + (c - c0)], ya[t * C + c]) << "t " << t << " channel " << c;
+      }
+    EXPECT_EQ(hist_c, hist_a);
     for (int64_t t = 0; t < T; ++t)
       for (int64_t c = 0; c < C; ++c) {
         double acc = 0;
