@@ -82,7 +82,10 @@ void round_to_bf16(const float* x, int64_t n, float* out);
 }  // namespace ref
 
 namespace avx2 {
+// Any weights (MXFP4: x shuffled by mxfp4_shuffle_activations, handed to linear_rows_mxfp4).
 void linear_rows(const Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1);
+// MXFP4 rows: register tiles for a few tokens, an fp32 panel per row block for many.
+void linear_rows_mxfp4(const Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1);
 }
 namespace avx512 {
 // Dense rows for 2..7 tokens, decode (one token) and MXFP4 (x shuffled as below); many tokens

@@ -27,9 +27,7 @@ struct Traits {
   using V = __m512;
   static constexpr int kLanes = 16;
   static constexpr int kDenseRows = 4, kDenseTokens = 6;  // 24 accumulators + 4 weights + 1 x
-  static constexpr int kMxRows = 4, kMxTokens = 4;
   static constexpr int kGemmRows = 3, kGemmVecs = 8;  // small_gemm_tiles.h
-  static constexpr int kGroupVecs = 2;  // a 32-column group: low nibbles (even cols), high (odd)
 
   static float scalar(float f) { return f; }
   static float scalar(uint16_t h) { return bf16_to_f32(h); }
@@ -47,12 +45,6 @@ struct Traits {
   static V widen(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
   static V load_w(const uint16_t* p) { return widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
   static V load_w_tail(const uint16_t* p, int64_t k) { return widen(_mm256_maskz_loadu_epi16(mask(k), p)); }
-  static void decode_group(const uint8_t* p, V* out) {
-    const __m512 lut = _mm512_loadu_ps(kE2M1Values);
-    const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    out[0] = _mm512_permutexvar_ps(_mm512_and_si512(b, _mm512_set1_epi32(0xf)), lut);
-    out[1] = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), lut);
-  }
 };
 
 }  // namespace

@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "kernels/matrix.h"
-#include "kernels/mxfp4.h"
 
 namespace k3::tiles {
 
@@ -24,8 +23,6 @@ template <class Tr>
 struct Linear {
   using V = typename Tr::V;
   static constexpr int L = Tr::kLanes;
-  // MXFP4: columns per K block (a multiple of 32), tokens per token block, rows per row block.
-  static constexpr int64_t KC = 1024, TB = 24, RB = 16;
   // Dense: whole rows per tile call (a tile's accumulators stay in registers) and 96-token
   // blocks whose token tiles each serve a block of 4 row tiles while those rows stay in cache
   // (Zen 4, AVX2, 2 threads, 12288 x 7168 x 240 bf16, in-process: ~127 -> ~150 GFLOP/s against
@@ -55,35 +52,6 @@ struct Linear {
       for (int t = 0; t < T; ++t) {
         const V xv = Tr::load_tail(x[t] + c, k);
         for (int i = 0; i < R; ++i) acc[i][t] = Tr::fma(wv[i], xv, acc[i][t]);
-      }
-    }
-    for (int i = 0; i < R; ++i)
-      for (int t = 0; t < T; ++t) Tr::store(acc_mem + (i * acc_stride + t) * L, acc[i][t]);
-  }
-
-  // ---- MXFP4 weights; x pre-shuffled per 32-group (mxfp4_shuffle_activations) ----
-  template <int R, int T>
-  static inline void mxfp4_tile(const uint8_t* const* w, const uint8_t* const* s, const float* const* x, int64_t c0,
-                                int64_t c1, bool, int64_t, float* acc_mem, int64_t acc_stride) {
-    constexpr int G = Tr::kGroupVecs;
-    V acc[R][T];
-    for (int i = 0; i < R; ++i)
-      for (int t = 0; t < T; ++t) acc[i][t] = Tr::load(acc_mem + (i * acc_stride + t) * L);
-    for (int64_t g = c0; g < c1; g += 32) {
-      V wv[R][G];
-      V sv[R];
-      for (int i = 0; i < R; ++i) {
-        Tr::decode_group(w[i] + g / 2, wv[i]);
-        sv[i] = Tr::set1(e8m0_to_f32(s[i][g / 32]));
-      }
-      for (int t = 0; t < T; ++t) {
-        V xv[G];
-        for (int j = 0; j < G; ++j) xv[j] = Tr::load(x[t] + g + j * L);
-        for (int i = 0; i < R; ++i) {
-          V p = Tr::mul(wv[i][0], xv[0]);
-          for (int j = 1; j < G; ++j) p = Tr::fma(wv[i][j], xv[j], p);
-          acc[i][t] = Tr::fma(p, sv[i], acc[i][t]);
-        }
       }
     }
     for (int i = 0; i < R; ++i)
@@ -156,32 +124,10 @@ struct Linear {
         });
   }
 
-  static void mxfp4(const Matrix& m, const float* xs_all, int64_t n, float* y, int64_t r0, int64_t r1) {
-    const uint8_t* pk = static_cast<const uint8_t*>(m.data);
-    const int64_t cols = m.cols;
-    blocked<Tr::kMxRows, Tr::kMxTokens, RB, TB, KC, false>(
-        m.rows, cols, xs_all, n, y, r0, r1,
-        [&]<int R, int T>(int64_t r, int64_t t, int64_t c0, int64_t, bool last, float* acc) {
-          const uint8_t* w[R];
-          const uint8_t* s[R];
-          const float* xs[T];
-          for (int i = 0; i < R; ++i) {
-            w[i] = pk + (r + i) * (cols / 2);
-            s[i] = m.scales + (r + i) * (cols / 32);
-          }
-          for (int j = 0; j < T; ++j) xs[j] = xs_all + (t + j) * cols;
-          const int64_t c1 = last ? cols : std::min(cols, c0 + KC);
-          mxfp4_tile<R, T>(w, s, xs, c0, c1, last, cols, acc, TB);
-        });
-  }
-
-  // x must be pre-shuffled for MXFP4 weights.
+  // Dense weights only: each ISA runs MXFP4 in its own kernel.
   static void rows(const Matrix& m, const float* x, int64_t n, float* y, int64_t r0, int64_t r1) {
-    switch (m.format) {
-      case WeightFormat::kF32: dense<float>(m, x, n, y, r0, r1); return;
-      case WeightFormat::kBF16: dense<uint16_t>(m, x, n, y, r0, r1); return;
-      case WeightFormat::kMxfp4: mxfp4(m, x, n, y, r0, r1); return;
-    }
+    if (m.format == WeightFormat::kBF16) dense<uint16_t>(m, x, n, y, r0, r1);
+    else dense<float>(m, x, n, y, r0, r1);
   }
 };
 
