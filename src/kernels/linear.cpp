@@ -56,6 +56,14 @@ void mxfp4_shuffle_activations(const float* x, int64_t cols, float* xs) {
     }
 }
 
+void mxfp4_shuffle_activations_pairs(const float* x, int64_t cols, float* xs) {
+  const int64_t full = cols / 64 * 64;
+  for (int64_t p = 0; p < full; p += 64)
+    for (int v = 0; v < 8; ++v)
+      for (int l = 0; l < 8; ++l) xs[p + 8 * v + l] = x[p + 32 * (l / 4) + 2 * (4 * (v % 4) + l % 4) + v / 4];
+  mxfp4_shuffle_activations(x + full, cols - full, xs + full);
+}
+
 void mxfp4_pack_bf16_activations(const float* x, int64_t cols, uint16_t* out) {
   const int64_t blocks = (cols + 127) / 128;
   for (int64_t b = 0; b < blocks; ++b) {
@@ -120,7 +128,7 @@ PreparedX prepare(Isa isa, const Matrix& w, const float* x, int64_t n, AlignedVe
   }
   if (isa == Isa::kRef || w.format != WeightFormat::kMxfp4) return {x, w.cols};
   buf.resize(static_cast<size_t>(n * w.cols));
-  auto shuffle = isa >= Isa::kAvx512 ? mxfp4_shuffle_activations_wide : mxfp4_shuffle_activations;
+  auto shuffle = isa >= Isa::kAvx512 ? mxfp4_shuffle_activations_wide : mxfp4_shuffle_activations_pairs;
   for (int64_t t = 0; t < n; ++t) shuffle(x + t * w.cols, w.cols, buf.data() + t * w.cols);
   return {buf.data(), w.cols};
 }

@@ -82,7 +82,7 @@ void round_to_bf16(const float* x, int64_t n, float* out);
 }  // namespace ref
 
 namespace avx2 {
-// Any weights (MXFP4: x shuffled by mxfp4_shuffle_activations, handed to linear_rows_mxfp4).
+// Any weights (MXFP4: x in the order of mxfp4_shuffle_activations_pairs, to linear_rows_mxfp4).
 void linear_rows(const Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1);
 // MXFP4 rows: register tiles for a few tokens, an fp32 panel per row block for many.
 void linear_rows_mxfp4(const Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1);
@@ -113,6 +113,11 @@ void linear_rows_mxfp4_bf16dot(const Matrix& w, const uint16_t* xb, int64_t xstr
 // MXFP4 kernels read x in a per-32-column "even then odd" order, so packed nibbles need no
 // interleaving in registers: xs[g*32 + j] = x[g*32 + 2j], xs[g*32 + 16 + j] = x[g*32 + 2j + 1].
 void mxfp4_shuffle_activations(const float* x, int64_t cols, float* xs);
+// The AVX2 order: each full pair p of 32-groups (64 columns) as 8 runs of 8, run v lane l holding
+// group 2p + l / 4, packed byte 4 (v % 4) + l % 4, its low nibble for v < 4, else its high one:
+//   xs[64p + 8v + l] = x[64p + 32 (l / 4) + 2 (4 (v % 4) + l % 4) + v / 4];
+// a trailing odd group uses the per-32 order above.
+void mxfp4_shuffle_activations_pairs(const float* x, int64_t cols, float* xs);
 // The AVX-512 order: each full 128-column block b is stored as 8 runs of 16,
 // xs[b*128 + 16k + i] = x[b*128 + 8i + k]; the trailing cols % 128 use the per-32 order above.
 void mxfp4_shuffle_activations_wide(const float* x, int64_t cols, float* xs);

@@ -1,23 +1,27 @@
 // AVX2 MXFP4 kernel (decode GEMV and the expert products) for CPUs without AVX-512.
 //
-// Activations come in the 32-group order of mxfp4_shuffle_activations (linear.h): a group's 16
-// even columns, then its 16 odd ones.  So packed bytes 0-7 / 8-15 of a group hold, in their low
-// nibbles, the columns of the group's vectors 0 / 1 and, in their high nibbles, those of 2 / 3.
+// Activations come in the order of mxfp4_shuffle_activations_pairs (linear.h): per pair of
+// 32-groups, the 8-lane vectors that a 32-byte load of the pair's packed weights decodes into (the
+// low 128-bit lane holds the first group, the high one the second); a trailing odd group in the
+// per-32 order (its 16 even columns, then its 16 odd ones).
 //
 // Per (row, token) the arithmetic is fixed, whatever n, the tiling or the row range:
-//   each weight decoded already scaled: the E2M1 magnitude table times the group's 2^(e-127)
-//   (a power-of-two scaling, exact; subnormal results are kept, this path never sets FTZ), sign
-//   from bit 3;  acc = fma(w_v, x_v, acc) for the group's 4 vectors in order, groups in order;
-//   y = the horizontal sum of acc.
+//   each weight decoded already scaled: its E2M1 value times its group's 2^(e-127), a power-of-two
+//   scaling, exact (subnormal results are kept: this path never sets FTZ);
+//   acc = fma(w_v, x_v, acc) over the vectors in the activation order;  y = the horizontal sum.
 // That is the plain fp32 dot product over the dequantised row, in the shuffled column order.
 //
-// Below kPanelTokens tokens, register tiles decode each group straight into registers (passes
-// of up to 3 tokens).  From kPanelTokens on, each block of rows x columns is decoded once into an
+// Decoding a pair: the codes' bf16 bytes from two in-lane byte lookups (vpshufb), interleaved
+// into words and widened to fp32 by unpacking against zero, times the lanes' scales: ~30 vector
+// ops per 64 weights, against ~54 for the 8-entry table permute plus sign fix of a lone group.
+//
+// Below kPanelTokens tokens, register tiles decode each pair straight into registers (passes of
+// up to 3 tokens).  From kPanelTokens on, each block of rows x columns is decoded once into an
 // fp32 panel that stays in L1 and meets every token in the dense fp32 tile of linear_tiles.h, the
-// same per-lane FMA sequence: the decode (about 0.7 vector ops per weight) is then shared by all
-// the tokens.  Zen 5 with K3_ISA=avx2, k3 bench, 2 threads: expert GEMM (3072 x 3584, 36 tokens)
-// 64 GFLOP/s with the former 2 x 2 register tiles (28% of the AVX2 FMA peak) -> 127 (60%); the
-// one-token GEMV 7.3 / 9.4 -> 10.8 / 11.4 GB/s (w1 / w2), still bound by the decode's vector ops.
+// same per-lane FMA sequence: the decode is then shared by all the tokens.  Zen 5 with
+// K3_ISA=avx2, 2 threads: expert GEMM (3072 x 3584, 36 tokens, k3 bench) 64 GFLOP/s with the
+// former 2 x 2 register tiles that decoded per group with the table permute (28% of the AVX2 FMA
+// peak) -> ~130 (60%); one-token GEMV (40 experts from memory) 7.3-9.4 -> ~12 GB/s.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -56,19 +60,61 @@ inline void with_size(int64_t k, F&& f) {
   }(std::make_integer_sequence<int, kMax>{});
 }
 
+// bf16 bit patterns of the 16 E2M1 codes (an E2M1 value has at most 2 significant bits, so its
+// fp32 form is a bf16 followed by 16 zero bits), split into a low- and a high-byte table.
+struct CodeBytes {
+  alignas(16) uint8_t lo[16], hi[16];
+  CodeBytes() {
+    for (int c = 0; c < 16; ++c) {
+      uint32_t bits;
+      std::memcpy(&bits, &kE2M1Values[c], 4);
+      lo[c] = static_cast<uint8_t>(bits >> 16);
+      hi[c] = static_cast<uint8_t>(bits >> 24);
+    }
+  }
+};
+const CodeBytes kCodeBytes;
+
 struct Decoder {
   // (A written constructor: GCC compiles implicit ones without the target pragma.)
-  Decoder() : magnitudes(_mm256_loadu_ps(kE2M1Values)), sign_bit(_mm256_set1_epi32(static_cast<int>(0x80000000u))) {}
+  Decoder()
+      : magnitudes(_mm256_loadu_ps(kE2M1Values)),
+        sign_bit(_mm256_set1_epi32(static_cast<int>(0x80000000u))),
+        low_nibble(_mm256_set1_epi8(0x0f)),
+        lo_bytes(_mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(kCodeBytes.lo)))),
+        hi_bytes(_mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(kCodeBytes.hi)))) {}
   const __m256 magnitudes;  // codes 0..7
-  const __m256i sign_bit;
+  const __m256i sign_bit, low_nibble, lo_bytes, hi_bytes;
 
-  // The 8 weights whose codes sit in bits 0-3 of each lane (bits above 3 are ignored).
+  // A pair of 32-groups (32 packed bytes: group A's in the low 128-bit lane, B's in the high one):
+  // the 4 weight vectors of one nibble half (0: low nibbles, the even columns; 1: high), in the
+  // order of mxfp4_shuffle_activations_pairs, times the lanes' scales (A's in lanes 0-3, B's in
+  // 4-7).  Codes -> bf16 bytes by two in-lane byte lookups, interleaved into words, then widened
+  // to fp32 by unpacking each word into the top half of a zeroed lane (widening with a shift and
+  // a mask instead, off the shuffle units, measured 5-60% slower).
+  void pair_half(__m256i raw, int half, __m256 scale, __m256* w) const {
+    const __m256i code = half == 0 ? _mm256_and_si256(raw, low_nibble)
+                                   : _mm256_and_si256(_mm256_srli_epi16(raw, 4), low_nibble);
+    const __m256i lo = _mm256_shuffle_epi8(lo_bytes, code), hi = _mm256_shuffle_epi8(hi_bytes, code);
+    const __m256i w0 = _mm256_unpacklo_epi8(lo, hi), w1 = _mm256_unpackhi_epi8(lo, hi);  // bytes 0-7, 8-15
+    const __m256i z = _mm256_setzero_si256();
+    w[0] = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_unpacklo_epi16(z, w0)), scale);
+    w[1] = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_unpackhi_epi16(z, w0)), scale);
+    w[2] = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_unpacklo_epi16(z, w1)), scale);
+    w[3] = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_unpackhi_epi16(z, w1)), scale);
+  }
+  static __m256i pair_bytes(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+  static __m256 pair_scales(const uint8_t* e) {
+    return _mm256_setr_m128(_mm_set1_ps(e8m0_to_f32(e[0])), _mm_set1_ps(e8m0_to_f32(e[1])));
+  }
+
+  // A lone trailing 32-group: its 4 vectors in the per-32 order (even columns, then odd), scaled
+  // through the 8-entry magnitude table, sign from bit 3.
   __m256 eight(__m256 table, __m256i code) const {
     const __m256 mag = _mm256_permutevar8x32_ps(table, code);  // reads bits 0-2
     const __m256i sign = _mm256_and_si256(_mm256_slli_epi32(code, 28), sign_bit);
     return _mm256_xor_ps(mag, _mm256_castsi256_ps(sign));
   }
-  // A 32-group's weights times 2^(e - 127), as the 4 vectors of the shuffled order.
   void group(const uint8_t* p, uint8_t e, __m256* w) const {
     const __m256 table = _mm256_mul_ps(magnitudes, _mm256_set1_ps(e8m0_to_f32(e)));
     const __m256i b0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
@@ -90,14 +136,27 @@ void register_tile(const Matrix& m, const float* x, int64_t r0, float* y) {
   __m256 acc[R][T];
   for (int i = 0; i < R; ++i)
     for (int t = 0; t < T; ++t) acc[i][t] = _mm256_setzero_ps();
-  for (int64_t g = 0; g < cols; g += 32) {
+  auto add = [&](int i, const __m256* w, int nv, int64_t c) {
+    for (int t = 0; t < T; ++t)
+      for (int v = 0; v < nv; ++v) acc[i][t] = _mm256_fmadd_ps(w[v], _mm256_loadu_ps(x + t * cols + c + v * L), acc[i][t]);
+  };
+  int64_t g = 0;
+  for (; g + 64 <= cols; g += 64)
+    for (int i = 0; i < R; ++i) {
+      const __m256i raw = Decoder::pair_bytes(pk + i * (cols / 2) + g / 2);
+      const __m256 scale = Decoder::pair_scales(sc + i * (cols / 32) + g / 32);
+      __m256 w[4];
+      dec.pair_half(raw, 0, scale, w);
+      add(i, w, 4, g);
+      dec.pair_half(raw, 1, scale, w);
+      add(i, w, 4, g + 32);
+    }
+  if (g < cols)
     for (int i = 0; i < R; ++i) {
       __m256 w[4];
       dec.group(pk + i * (cols / 2) + g / 2, sc[i * (cols / 32) + g / 32], w);
-      for (int t = 0; t < T; ++t)
-        for (int v = 0; v < 4; ++v) acc[i][t] = _mm256_fmadd_ps(w[v], _mm256_loadu_ps(x + t * cols + g + v * L), acc[i][t]);
+      add(i, w, 4, g);
     }
-  }
   for (int i = 0; i < R; ++i)
     for (int t = 0; t < T; ++t) y[t * m.rows + r0 + i] = Traits::reduce(acc[i][t]);
 }
@@ -130,9 +189,21 @@ void panel_rows(const Matrix& m, const float* x, int64_t n, float* y, int64_t r0
         for (int64_t ri = 0; ri < rn; ++ri) {
           const int64_t r = rb + ri;
           float* row = &panel[ri * kPanelCols];
-          for (int64_t g = 0; g < kn; g += 32) {
+          const uint8_t* pr = pk + r * (cols / 2) + kc / 2;
+          const uint8_t* sr = m.scales + r * (cols / 32) + kc / 32;
+          int64_t g = 0;
+          for (; g + 64 <= kn; g += 64) {
+            const __m256i raw = Decoder::pair_bytes(pr + g / 2);
+            const __m256 scale = Decoder::pair_scales(sr + g / 32);
             __m256 w[4];
-            dec.group(pk + r * (cols / 2) + (kc + g) / 2, m.scales[r * (cols / 32) + (kc + g) / 32], w);
+            for (int half = 0; half < 2; ++half) {
+              dec.pair_half(raw, half, scale, w);
+              for (int v = 0; v < 4; ++v) _mm256_store_ps(row + g + 32 * half + v * L, w[v]);
+            }
+          }
+          if (g < kn) {  // the row's lone trailing group (kPanelCols is a multiple of 64)
+            __m256 w[4];
+            dec.group(pr + g / 2, sr[g / 32], w);
             for (int v = 0; v < 4; ++v) _mm256_store_ps(row + g + v * L, w[v]);
           }
         }
@@ -170,7 +241,7 @@ void linear_rows_mxfp4(const Matrix& w, const float* x, int64_t n, float* y, int
     const int64_t tn = std::min<int64_t>(3, n - t0);
     const float* xt = x + t0 * w.cols;
     float* yt = y + t0 * w.rows;
-    if (tn == 1) register_rows<4, 1>(w, xt, yt, r0, r1);
+    if (tn == 1) register_rows<2, 1>(w, xt, yt, r0, r1);
     else if (tn == 2) register_rows<2, 2>(w, xt, yt, r0, r1);
     else register_rows<2, 3>(w, xt, yt, r0, r1);
   }

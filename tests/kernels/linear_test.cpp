@@ -285,6 +285,31 @@ TEST(LinearBf16Precision, Mxfp4MatchesRoundedReferenceAndIsBatchInvariant) {
   }
 }
 
+// The fp32 activation orders of the MXFP4 kernels put every column exactly once (the kernels'
+// results against the exact product check that each lands where its weight is).
+TEST(LinearMxfp4, ActivationOrdersArePermutations) {
+  for (auto shuffle : {mxfp4_shuffle_activations, mxfp4_shuffle_activations_pairs, mxfp4_shuffle_activations_wide})
+    for (int64_t cols : {32, 64, 96, 160, 224, 384}) {  // odd and even group counts, whole and partial 128-blocks
+      std::vector<float> x(cols), xs(cols, -1.0f);
+      for (int64_t c = 0; c < cols; ++c) x[c] = static_cast<float>(c);
+      shuffle(x.data(), cols, xs.data());
+      std::vector<int> seen(cols, 0);
+      for (float v : xs) {
+        ASSERT_GE(v, 0.0f) << cols;
+        ++seen[static_cast<size_t>(v)];
+      }
+      for (int64_t c = 0; c < cols; ++c) ASSERT_EQ(seen[c], 1) << "column " << c << " of " << cols;
+    }
+  // The pair order, spelled out for the first pair's first two runs (group 0 bytes 0-3, group 1
+  // bytes 0-3; low nibbles, so even columns).
+  std::vector<float> x(64), xs(64);
+  for (int c = 0; c < 64; ++c) x[c] = static_cast<float>(c);
+  mxfp4_shuffle_activations_pairs(x.data(), 64, xs.data());
+  const std::vector<float> first(xs.begin(), xs.begin() + 16);
+  EXPECT_EQ(first, (std::vector<float>{0, 2, 4, 6, 32, 34, 36, 38, 8, 10, 12, 14, 40, 42, 44, 46}));
+  EXPECT_EQ(xs[32], 1.0f);  // run 4: the high nibbles, odd columns
+}
+
 // The pair order of the MXFP4 bf16 kernel: every column lands once, the padding is zero.
 TEST(LinearBf16Precision, Mxfp4ActivationPackingIsAPermutation) {
   const int64_t cols = 160;  // one full block and a partial one
