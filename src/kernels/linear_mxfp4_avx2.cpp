@@ -104,8 +104,16 @@ struct Decoder {
     w[3] = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_unpackhi_epi16(z, w1)), scale);
   }
   static __m256i pair_bytes(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+  // 2^(e - 127) for the pair's two scale bytes (lanes 0-3, 4-7), by integer ops: each byte
+  // shifted to the exponent field.  kZeros: a scale byte may be 0, the subnormal 2^-127, which
+  // the exponent field cannot express.
+  template <bool kZeros>
   static __m256 pair_scales(const uint8_t* e) {
-    return _mm256_setr_m128(_mm_set1_ps(e8m0_to_f32(e[0])), _mm_set1_ps(e8m0_to_f32(e[1])));
+    if constexpr (kZeros) return _mm256_setr_m128(_mm_set1_ps(e8m0_to_f32(e[0])), _mm_set1_ps(e8m0_to_f32(e[1])));
+    uint16_t both;
+    std::memcpy(&both, e, 2);
+    const __m256i shifted = _mm256_sllv_epi32(_mm256_set1_epi32(both), _mm256_setr_epi32(23, 23, 23, 23, 15, 15, 15, 15));
+    return _mm256_castsi256_ps(_mm256_and_si256(shifted, _mm256_set1_epi32(0x7f800000)));
   }
 
   // A lone trailing 32-group: its 4 vectors in the per-32 order (even columns, then odd), scaled
@@ -127,7 +135,7 @@ struct Decoder {
 };
 
 // R rows x T tokens, every column, accumulators in registers: y[t][r0 + i].
-template <int R, int T>
+template <int R, int T, bool kZeros>
 void register_tile(const Matrix& m, const float* x, int64_t r0, float* y) {
   const int64_t cols = m.cols;
   const uint8_t* pk = static_cast<const uint8_t*>(m.data) + r0 * (cols / 2);
@@ -136,36 +144,44 @@ void register_tile(const Matrix& m, const float* x, int64_t r0, float* y) {
   __m256 acc[R][T];
   for (int i = 0; i < R; ++i)
     for (int t = 0; t < T; ++t) acc[i][t] = _mm256_setzero_ps();
-  auto add = [&](int i, const __m256* w, int nv, int64_t c) {
-    for (int t = 0; t < T; ++t)
-      for (int v = 0; v < nv; ++v) acc[i][t] = _mm256_fmadd_ps(w[v], _mm256_loadu_ps(x + t * cols + c + v * L), acc[i][t]);
-  };
   int64_t g = 0;
   for (; g + 64 <= cols; g += 64)
     for (int i = 0; i < R; ++i) {
       const __m256i raw = Decoder::pair_bytes(pk + i * (cols / 2) + g / 2);
-      const __m256 scale = Decoder::pair_scales(sc + i * (cols / 32) + g / 32);
-      __m256 w[4];
-      dec.pair_half(raw, 0, scale, w);
-      add(i, w, 4, g);
-      dec.pair_half(raw, 1, scale, w);
-      add(i, w, 4, g + 32);
+      const __m256 scale = Decoder::pair_scales<kZeros>(sc + i * (cols / 32) + g / 32);
+      for (int half = 0; half < 2; ++half) {
+        __m256 w[4];
+        dec.pair_half(raw, half, scale, w);
+        for (int t = 0; t < T; ++t)
+          for (int v = 0; v < 4; ++v)
+            acc[i][t] = _mm256_fmadd_ps(w[v], _mm256_loadu_ps(x + t * cols + g + 32 * half + v * L), acc[i][t]);
+      }
     }
   if (g < cols)
     for (int i = 0; i < R; ++i) {
       __m256 w[4];
       dec.group(pk + i * (cols / 2) + g / 2, sc[i * (cols / 32) + g / 32], w);
-      add(i, w, 4, g);
+      for (int t = 0; t < T; ++t)
+        for (int v = 0; v < 4; ++v) acc[i][t] = _mm256_fmadd_ps(w[v], _mm256_loadu_ps(x + t * cols + g + v * L), acc[i][t]);
     }
   for (int i = 0; i < R; ++i)
     for (int t = 0; t < T; ++t) y[t * m.rows + r0 + i] = Traits::reduce(acc[i][t]);
 }
 
+// Whether rows [r, r + rn) have a zero scale byte (the kZeros path of pair_scales).
+bool scales_have_zero(const Matrix& m, int64_t r, int64_t rn) {
+  const int64_t sb = m.cols / 32;
+  return std::memchr(m.scales + r * sb, 0, static_cast<size_t>(rn * sb)) != nullptr;
+}
+
 template <int R, int T>
 void register_rows(const Matrix& m, const float* x, float* y, int64_t r0, int64_t r1) {
   int64_t r = r0;
-  for (; r + R <= r1; r += R) register_tile<R, T>(m, x, r, y);
-  for (; r < r1; ++r) register_tile<1, T>(m, x, r, y);
+  for (; r + R <= r1; r += R) {
+    if (scales_have_zero(m, r, R)) register_tile<R, T, true>(m, x, r, y);
+    else register_tile<R, T, false>(m, x, r, y);
+  }
+  for (; r < r1; ++r) register_tile<1, T, true>(m, x, r, y);
 }
 
 // Many tokens: per block of rows and of columns, decode once into the panel, then the dense
@@ -188,13 +204,14 @@ void panel_rows(const Matrix& m, const float* x, int64_t n, float* y, int64_t r0
         const int64_t kn = std::min(kPanelCols, cols - kc);
         for (int64_t ri = 0; ri < rn; ++ri) {
           const int64_t r = rb + ri;
+          const bool zeros = std::memchr(m.scales + r * (cols / 32) + kc / 32, 0, static_cast<size_t>(kn / 32)) != nullptr;
           float* row = &panel[ri * kPanelCols];
           const uint8_t* pr = pk + r * (cols / 2) + kc / 2;
           const uint8_t* sr = m.scales + r * (cols / 32) + kc / 32;
           int64_t g = 0;
           for (; g + 64 <= kn; g += 64) {
             const __m256i raw = Decoder::pair_bytes(pr + g / 2);
-            const __m256 scale = Decoder::pair_scales(sr + g / 32);
+            const __m256 scale = zeros ? Decoder::pair_scales<true>(sr + g / 32) : Decoder::pair_scales<false>(sr + g / 32);
             __m256 w[4];
             for (int half = 0; half < 2; ++half) {
               dec.pair_half(raw, half, scale, w);
