@@ -16,6 +16,7 @@
 // included) keep the baseline target, so no shared inline code ever carries these instructions.
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
+#include "kernels/gemv_walk.h"
 #include "kernels/linear_avx2_traits.h"
 #include "kernels/linear_tiles.h"
 #include "kernels/small_gemm_tiles.h"
@@ -23,9 +24,9 @@
 namespace k3::avx2 {
 namespace {
 
-// Decode (one token) of dense rows: R rows at a time, each from its own quarter of the row range,
-// so each of the R streams runs on through consecutive rows instead of restarting every few rows
-// (as the blocked tiles' 3-row tiles do), with a software prefetch 1 KB ahead on each.  Each row's
+// Decode (one token) of dense rows: R rows at a time, each from its own quarter of the row range
+// (gemv_walk.h), so each stream runs on through consecutive rows instead of restarting every few
+// rows (as the blocked tiles' 3-row tiles do), with a software prefetch 1 KB ahead on each.  Each row's
 // FMA sequence, tail step and horizontal sum are dense_tile's (linear_tiles.h), so a row's value
 // is the same bits as in a batch.  Zen 5, K3_ISA=avx2, k3 bench, 2 threads: 12288 x 7168 /
 // 7168 x 12288 bf16 from 21.7 / 30.9 GB/s (33% / 47% of the read probe) with the 3 x 1 tiles to
@@ -54,19 +55,9 @@ void gemv_rows(const W* const* rows, int64_t cols, const float* x, float* const*
 
 template <typename W>
 void gemv(const Matrix& m, const float* x, float* y, int64_t r0, int64_t r1) {
-  const W* base = static_cast<const W*>(m.data);
-  const int64_t q = (r1 - r0) / 4;
-  for (int64_t j = 0; j < q; ++j) {
-    const int64_t r[4] = {r0 + j, r0 + q + j, r0 + 2 * q + j, r0 + 3 * q + j};
-    const W* rows[4] = {base + r[0] * m.cols, base + r[1] * m.cols, base + r[2] * m.cols, base + r[3] * m.cols};
-    float* ys[4] = {y + r[0], y + r[1], y + r[2], y + r[3]};
-    gemv_rows<W, 4>(rows, m.cols, x, ys);
-  }
-  for (int64_t r = r0 + 4 * q; r < r1; ++r) {
-    const W* row = base + r * m.cols;
-    float* yr = y + r;
-    gemv_rows<W, 1>(&row, m.cols, x, &yr);
-  }
+  gemv_walk::quarters<W>(m, y, r0, r1, [&]<int R>(const W* const* rows, float* const* ys) {
+    gemv_rows<W, R>(rows, m.cols, x, ys);
+  });
 }
 
 }  // namespace

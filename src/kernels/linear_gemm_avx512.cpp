@@ -33,6 +33,7 @@
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")
 
 #include "kernels/gemm_walk.h"
+#include "kernels/gemv_walk.h"
 
 namespace k3::avx512 {
 namespace {
@@ -137,9 +138,7 @@ void gemm(const Matrix& m, const float* x, int64_t xs, int64_t n, float* y, int6
 
 // Decode (one token): R whole rows per pass with accumulators in registers and a software
 // prefetch along each row stream; the same per-row FMA sequence as every other dense path.
-// The R rows come from R separate quarters of the row range (gemv), so each of the R streams
-// runs on through consecutive rows instead of restarting every R rows: the hardware
-// prefetchers keep long streams going (Zen 5: ~56 -> ~70 GB/s).
+// The R rows come from R separate quarters of the row range (gemv_walk.h).
 template <typename W, int R>
 void gemv_rows(const W* const* rows, int64_t cols, const float* x, float* const* y) {
   constexpr int64_t kAhead = 1024 / sizeof(W);  // elements ahead (1 KB) for the prefetch
@@ -176,19 +175,9 @@ void gemv_rows(const W* const* rows, int64_t cols, const float* x, float* const*
 
 template <typename W>
 void gemv(const Matrix& m, const float* x, float* y, int64_t r0, int64_t r1) {
-  const W* base = static_cast<const W*>(m.data);
-  const int64_t q = (r1 - r0) / 4;
-  for (int64_t j = 0; j < q; ++j) {
-    const int64_t r[4] = {r0 + j, r0 + q + j, r0 + 2 * q + j, r0 + 3 * q + j};
-    const W* rows[4] = {base + r[0] * m.cols, base + r[1] * m.cols, base + r[2] * m.cols, base + r[3] * m.cols};
-    float* ys[4] = {y + r[0], y + r[1], y + r[2], y + r[3]};
-    gemv_rows<W, 4>(rows, m.cols, x, ys);
-  }
-  for (int64_t r = r0 + 4 * q; r < r1; ++r) {
-    const W* row = base + r * m.cols;
-    float* yr = y + r;
-    gemv_rows<W, 1>(&row, m.cols, x, &yr);
-  }
+  gemv_walk::quarters<W>(m, y, r0, r1, [&]<int R>(const W* const* rows, float* const* ys) {
+    gemv_rows<W, R>(rows, m.cols, x, ys);
+  });
 }
 
 }  // namespace

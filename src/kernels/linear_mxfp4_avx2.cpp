@@ -27,7 +27,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <utility>
 #include <vector>
 
 #include "base/aligned.h"
@@ -51,14 +50,6 @@ constexpr int64_t kPanelTokens = 14;
 // Panel: rows x columns decoded at a time (12 x 512 fp32 = 24 KB, in L1 beside 4 tokens' 8 KB of
 // activations), and the tokens that meet it before the next is decoded.
 constexpr int64_t kPanelRows = 4 * Traits::kDenseRows, kPanelCols = 512, kPanelTokenBlock = 96;
-
-// Calls f.template operator()<K>() for K == k, 1 <= k <= kMax.
-template <int kMax, class F>
-inline void with_size(int64_t k, F&& f) {
-  [&]<int... Ks>(std::integer_sequence<int, Ks...>) {
-    ((k == Ks + 1 ? (f.template operator()<Ks + 1>(), 0) : 0), ...);
-  }(std::make_integer_sequence<int, kMax>{});
-}
 
 // bf16 bit patterns of the 16 E2M1 codes (an E2M1 value has at most 2 significant bits, so its
 // fp32 form is a bf16 followed by 16 zero bits), split into a low- and a high-byte table.
@@ -184,67 +175,54 @@ void register_rows(const Matrix& m, const float* x, float* y, int64_t r0, int64_
   for (; r < r1; ++r) register_tile<1, T, true>(m, x, r, y);
 }
 
-// Many tokens: per block of rows and of columns, decode once into the panel, then the dense
-// tile (linear_tiles.h) for every token against it.
+// Many tokens: the blocked walk of linear_tiles.h; before each block's column chunk its rows are
+// decoded into the panel, which the dense fp32 tile then reads in place of the matrix.
 void panel_rows(const Matrix& m, const float* x, int64_t n, float* y, int64_t r0, int64_t r1) {
   using Tiles = tiles::Linear<Traits>;
-  constexpr int R = Traits::kDenseRows, T = Traits::kDenseTokens;
   const int64_t cols = m.cols;
   const uint8_t* pk = static_cast<const uint8_t*>(m.data);
-  thread_local AlignedVector<float> panel, acc;
+  thread_local AlignedVector<float> panel;
   panel.resize(static_cast<size_t>(kPanelRows * kPanelCols));
-  acc.resize(static_cast<size_t>(kPanelRows * kPanelTokenBlock * L));
   const Decoder dec;
-  for (int64_t rb = r0; rb < r1; rb += kPanelRows) {
-    const int64_t rn = std::min(kPanelRows, r1 - rb);
-    for (int64_t tb = 0; tb < n; tb += kPanelTokenBlock) {
-      const int64_t tn = std::min(kPanelTokenBlock, n - tb);
-      for (int64_t ri = 0; ri < rn; ++ri) std::fill_n(&acc[ri * kPanelTokenBlock * L], tn * L, 0.0f);
-      for (int64_t kc = 0; kc < cols; kc += kPanelCols) {
-        const int64_t kn = std::min(kPanelCols, cols - kc);
-        for (int64_t ri = 0; ri < rn; ++ri) {
-          const int64_t r = rb + ri;
-          const bool zeros = std::memchr(m.scales + r * (cols / 32) + kc / 32, 0, static_cast<size_t>(kn / 32)) != nullptr;
-          float* row = &panel[ri * kPanelCols];
-          const uint8_t* pr = pk + r * (cols / 2) + kc / 2;
-          const uint8_t* sr = m.scales + r * (cols / 32) + kc / 32;
-          int64_t g = 0;
-          for (; g + 64 <= kn; g += 64) {
-            const __m256i raw = Decoder::pair_bytes(pr + g / 2);
-            const __m256 scale = zeros ? Decoder::pair_scales<true>(sr + g / 32) : Decoder::pair_scales<false>(sr + g / 32);
-            __m256 w[4];
-            for (int half = 0; half < 2; ++half) {
-              dec.pair_half(raw, half, scale, w);
-              for (int v = 0; v < 4; ++v) _mm256_store_ps(row + g + 32 * half + v * L, w[v]);
-            }
-          }
-          if (g < kn) {  // the row's lone trailing group (kPanelCols is a multiple of 64)
-            __m256 w[4];
-            dec.group(pr + g / 2, sr[g / 32], w);
-            for (int v = 0; v < 4; ++v) _mm256_store_ps(row + g + v * L, w[v]);
-          }
-        }
-        // Token tiles outside, so each meets all the block's rows while its activations stay in L1.
-        for (int64_t ti = 0; ti < tn; ti += T) {
-          with_size<T>(std::min<int64_t>(T, tn - ti), [&]<int TT>() {
-            const float* xs[TT];
-            for (int t = 0; t < TT; ++t) xs[t] = x + (tb + ti + t) * cols + kc;
-            for (int64_t ri = 0; ri < rn; ri += R) {
-              with_size<R>(std::min<int64_t>(R, rn - ri), [&]<int RR>() {
-                const float* ws[RR];
-                for (int i = 0; i < RR; ++i) ws[i] = &panel[(ri + i) * kPanelCols];
-                Tiles::dense_tile<float, RR, TT>(ws, xs, 0, kn, false, kn, &acc[(ri * kPanelTokenBlock + ti) * L],
-                                                 kPanelTokenBlock);
-              });
-            }
-          });
+  int64_t panel_r0 = 0;  // the rows and first column the panel holds
+  int64_t panel_c0 = 0;
+  auto decode = [&](int64_t rb, int64_t rn, int64_t kc, int64_t ke) {
+    panel_r0 = rb;
+    panel_c0 = kc;
+    const int64_t kn = ke - kc;
+    for (int64_t ri = 0; ri < rn; ++ri) {
+      const int64_t r = rb + ri;
+      float* row = &panel[ri * kPanelCols];
+      const uint8_t* pr = pk + r * (cols / 2) + kc / 2;
+      const uint8_t* sr = m.scales + r * (cols / 32) + kc / 32;
+      const bool zeros = std::memchr(sr, 0, static_cast<size_t>(kn / 32)) != nullptr;
+      int64_t g = 0;
+      for (; g + 64 <= kn; g += 64) {
+        const __m256i raw = Decoder::pair_bytes(pr + g / 2);
+        const __m256 scale = zeros ? Decoder::pair_scales<true>(sr + g / 32) : Decoder::pair_scales<false>(sr + g / 32);
+        __m256 w[4];
+        for (int half = 0; half < 2; ++half) {
+          dec.pair_half(raw, half, scale, w);
+          for (int v = 0; v < 4; ++v) _mm256_store_ps(row + g + 32 * half + v * L, w[v]);
         }
       }
-      for (int64_t ri = 0; ri < rn; ++ri)
-        for (int64_t ti = 0; ti < tn; ++ti)
-          y[(tb + ti) * m.rows + rb + ri] = Traits::reduce(Traits::load(&acc[(ri * kPanelTokenBlock + ti) * L]));
+      if (g < kn) {  // the row's lone trailing group (kPanelCols is a multiple of 64)
+        __m256 w[4];
+        dec.group(pr + g / 2, sr[g / 32], w);
+        for (int v = 0; v < 4; ++v) _mm256_store_ps(row + g + v * L, w[v]);
+      }
     }
-  }
+  };
+  Tiles::blocked<Traits::kDenseRows, Traits::kDenseTokens, kPanelRows, kPanelTokenBlock, kPanelCols>(
+      m.rows, cols, x, n, y, r0, r1,
+      [&]<int R, int T>(int64_t r, int64_t t, int64_t c0, int64_t c1, bool, float* acc) {
+        const float* w[R];
+        const float* xs[T];
+        for (int i = 0; i < R; ++i) w[i] = &panel[(r - panel_r0 + i) * kPanelCols];
+        for (int j = 0; j < T; ++j) xs[j] = x + (t + j) * cols + panel_c0;
+        Tiles::dense_tile<float, R, T>(w, xs, c0 - panel_c0, c1 - panel_c0, false, c1 - panel_c0, acc, kPanelTokenBlock);
+      },
+      decode);
 }
 
 }  // namespace

@@ -59,14 +59,15 @@ struct Linear {
   }
 
   // Runs rows [r0, r1) of y = W x for n tokens in blocks of kRB rows x kTB tokens, the columns
-  // in chunks of kKC.  `Tile` is a functor (rows..., tokens...) that dispatches the right
-  // micro-kernel; R/T remainders use 1-row / 1-token tiles.  kTokensOuter walks a block's token
-  // tiles outside its row tiles (each token tile then serves all the block's rows while the rows
-  // stay in cache), else the row tiles outside (each row tile's decoded weights serve the block's
-  // token tiles).  The accumulators of a (row, token) pair live at acc[(row * kTB + token) * L].
-  template <int R, int T, int64_t kRB, int64_t kTB, int64_t kKC, bool kTokensOuter, class TileFn>
+  // in chunks of kKC.  `tile` is a functor (rows..., tokens...) that dispatches the right
+  // micro-kernel; R/T remainders use 1-row / 1-token tiles.  A block's token tiles run outside
+  // its row tiles, so each token tile serves all the block's rows while the rows stay in cache.
+  // prepare(rb, rn, kc, ke) runs before the tiles of each block's column chunk (the AVX2 MXFP4
+  // kernel decodes the chunk's weights there).  The accumulators of a (row, token) pair live at
+  // acc[(row * kTB + token) * L].
+  template <int R, int T, int64_t kRB, int64_t kTB, int64_t kKC, class TileFn, class PrepareFn>
   static void blocked(int64_t rows_total, int64_t cols, const float* x, int64_t n, float* y, int64_t r0, int64_t r1,
-                      TileFn&& tile) {
+                      TileFn&& tile, PrepareFn&& prepare) {
     thread_local std::vector<float> acc;
     acc.resize(static_cast<size_t>(kRB * kTB * L));
     for (int64_t rb = r0; rb < r1; rb += kRB) {
@@ -77,29 +78,21 @@ struct Linear {
         for (int64_t kc = 0; kc < cols; kc += kKC) {
           const int64_t ke = std::min(cols, kc + kKC);
           const bool last = ke == cols;
-          const int64_t kfull = last ? ke - (ke - kc) % L : ke;  // dense: full vectors end here
+          const int64_t kfull = last ? ke - (ke - kc) % L : ke;  // full vectors end here
+          prepare(rb, rn, kc, ke);
           // One register tile: rows [ri, ri + RR) x tokens [ti, ti + TT) of the block.
           auto run = [&]<int RR, int TT>(int64_t ri, int64_t ti) {
             tile.template operator()<RR, TT>(rb + ri, tb + ti, kc, kfull, last, &acc[(ri * kTB + ti) * L]);
           };
           const int64_t rfull = rn - rn % R, tfull = tn - tn % T;
-          if constexpr (kTokensOuter) {
-            for (int64_t ti = 0; ti < tfull; ti += T) {
-              for (int64_t ri = 0; ri < rfull; ri += R) run.template operator()<R, T>(ri, ti);
-              for (int64_t ri = rfull; ri < rn; ++ri)
-                for (int64_t t = ti; t < ti + T; ++t) run.template operator()<1, 1>(ri, t);
-            }
-            for (int64_t ti = tfull; ti < tn; ++ti) {
-              for (int64_t ri = 0; ri < rfull; ri += R) run.template operator()<R, 1>(ri, ti);
-              for (int64_t ri = rfull; ri < rn; ++ri) run.template operator()<1, 1>(ri, ti);
-            }
-          } else {
-            for (int64_t ri = 0; ri < rfull; ri += R) {
-              for (int64_t ti = 0; ti < tfull; ti += T) run.template operator()<R, T>(ri, ti);
-              for (int64_t ti = tfull; ti < tn; ++ti) run.template operator()<R, 1>(ri, ti);
-            }
+          for (int64_t ti = 0; ti < tfull; ti += T) {
+            for (int64_t ri = 0; ri < rfull; ri += R) run.template operator()<R, T>(ri, ti);
             for (int64_t ri = rfull; ri < rn; ++ri)
-              for (int64_t ti = 0; ti < tn; ++ti) run.template operator()<1, 1>(ri, ti);
+              for (int64_t t = ti; t < ti + T; ++t) run.template operator()<1, 1>(ri, t);
+          }
+          for (int64_t ti = tfull; ti < tn; ++ti) {
+            for (int64_t ri = 0; ri < rfull; ri += R) run.template operator()<R, 1>(ri, ti);
+            for (int64_t ri = rfull; ri < rn; ++ri) run.template operator()<1, 1>(ri, ti);
           }
         }
         for (int64_t ri = 0; ri < rn; ++ri)
@@ -113,7 +106,7 @@ struct Linear {
   static void dense(const Matrix& m, const float* x, int64_t n, float* y, int64_t r0, int64_t r1) {
     const W* base = static_cast<const W*>(m.data);
     const int64_t cols = m.cols;
-    blocked<Tr::kDenseRows, Tr::kDenseTokens, kDenseRB, kDenseTB, kWholeRows, true>(
+    blocked<Tr::kDenseRows, Tr::kDenseTokens, kDenseRB, kDenseTB, kWholeRows>(
         m.rows, cols, x, n, y, r0, r1,
         [&]<int R, int T>(int64_t r, int64_t t, int64_t c0, int64_t c1, bool last, float* acc) {
           const W* w[R];
@@ -121,7 +114,8 @@ struct Linear {
           for (int i = 0; i < R; ++i) w[i] = base + (r + i) * cols;
           for (int j = 0; j < T; ++j) xs[j] = x + (t + j) * cols;
           dense_tile<W, R, T>(w, xs, c0, c1, last, cols, acc, kDenseTB);
-        });
+        },
+        [](int64_t, int64_t, int64_t, int64_t) {});
   }
 
   // Dense weights only: each ISA runs MXFP4 in its own kernel.
