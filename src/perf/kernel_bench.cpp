@@ -132,10 +132,18 @@ std::string bf16_limit(double peak, const char* precision) {
          " GFLOP/s (max of machine figure and probes around the run; " + precision + ")";
 }
 
+// How many copies of a `bytes`-sized operand a figure rotates through: enough for `factor` times
+// the last-level cache (at least `least`), so the figure streams from memory.  --quick (a smoke
+// run, not a measurement) keeps `least`: VMs can report a last-level cache of hundreds of MB.
+int rotation(const MachineLimits& m, uint64_t bytes, uint64_t factor, int least, bool quick) {
+  if (quick) return least;
+  return static_cast<int>(std::max<uint64_t>(least, factor * m.llc_bytes / bytes + 1));
+}
+
 // bf16 GEMV y = W x over enough copies of W to exceed the LLC.
 BenchResult bench_bf16_gemv(ThreadPool& pool, const MachineLimits& m, int64_t rows, int64_t cols, int reps, bool quick) {
   const uint64_t bytes = static_cast<uint64_t>(rows) * cols * 2;
-  const int copies = static_cast<int>(std::max<uint64_t>(2, (quick ? 1 : 3) * m.llc_bytes / bytes + 1));
+  const int copies = rotation(m, bytes, 3, 2, quick);
   std::vector<std::vector<uint16_t>> w(copies, std::vector<uint16_t>(rows * cols));
   for (int i = 0; i < copies; ++i) fill_bf16(pool, w[i], 11 + i);
   std::vector<float> x(cols), y(rows);
@@ -171,7 +179,7 @@ struct Mxfp4Experts {
 BenchResult bench_mxfp4_gemv(ThreadPool& pool, const MachineLimits& m, int64_t rows, int64_t cols, const std::string& which,
                              int reps, bool quick) {
   const uint64_t bytes = static_cast<uint64_t>(rows) * cols / 2 + static_cast<uint64_t>(rows) * cols / 32;
-  const int experts = static_cast<int>(std::max<uint64_t>(4, (quick ? 1 : 3) * m.llc_bytes / bytes + 1));
+  const int experts = rotation(m, bytes, 3, 4, quick);
   const Mxfp4Experts ex(pool, rows, cols, experts, 100);
   std::vector<float> x(cols), y(rows);
   fill_f32(x, 6, 1.0f);
@@ -281,13 +289,11 @@ std::vector<BenchResult> run_kernel_benches(ThreadPool& pool, const MachineLimit
     jobs.push_back({"mxfp4_gemm w1", [&] {
                       const int64_t rows = q ? 384 : 3072, cols = q ? 448 : 3584, n = q ? 16 : 36;
                       const uint64_t bytes = static_cast<uint64_t>(rows) * cols / 2 + static_cast<uint64_t>(rows) * cols / 32;
-                      const Mxfp4Experts ex(pool, rows, cols,
-                                            static_cast<int>(std::max<uint64_t>(2, (q ? 1 : 2) * m.llc_bytes / bytes + 1)), 300);
+                      const Mxfp4Experts ex(pool, rows, cols, rotation(m, bytes, 2, 2, q), 300);
                       const BenchResult exact = bench_mxfp4_gemm(pool, m, ex, n, "w1", reps);
                       out.push_back(exact);
                       {  // w2 (the down projection): 3072 columns, a multiple of 4 KB per token row
-                        const Mxfp4Experts ex2(pool, cols, rows,
-                                               static_cast<int>(std::max<uint64_t>(2, (q ? 1 : 2) * m.llc_bytes / bytes + 1)), 301);
+                        const Mxfp4Experts ex2(pool, cols, rows, rotation(m, bytes, 2, 2, q), 301);
                         out.push_back(bench_mxfp4_gemm(pool, m, ex2, n, "w2", reps));
                       }
                       if (m.bf16_gflops > 0 && bf16_dot_available()) {  // --precision bf16-all
@@ -348,7 +354,7 @@ std::vector<BenchResult> run_kernel_benches(ThreadPool& pool, const MachineLimit
                       out.push_back(c);
                       out.push_back(r);
                       // Decode: one token per step, states of many layers rotated (beyond the LLC).
-                      const int layers = q ? 2 : static_cast<int>(3 * m.llc_bytes / (static_cast<uint64_t>(H) * D * D * 4) + 1);
+                      const int layers = rotation(m, static_cast<uint64_t>(H) * D * D * 4, 3, 2, q);
                       std::vector<KdaData> steps;
                       for (int l = 0; l < layers; ++l) steps.push_back(make_kda(H, D, 1));
                       int next = 0;
@@ -368,7 +374,7 @@ std::vector<BenchResult> run_kernel_benches(ThreadPool& pool, const MachineLimit
                         const int H = q ? 8 : 96, lora = q ? 64 : 512, rope = q ? 16 : 64, width = lora + rope;
                         const int64_t n = q ? ctx / 16 : ctx;
                         const uint64_t bytes = static_cast<uint64_t>(n) * width * 4;
-                        const int layers = static_cast<int>(std::max<uint64_t>(1, (q ? 1 : 3) * m.llc_bytes / bytes + 1));
+                        const int layers = rotation(m, bytes, 3, 1, q);
                         std::vector<AlignedVector<float>> caches(layers, AlignedVector<float>(n * width));  // as SequenceState holds them
                         for (int l = 0; l < layers; ++l) fill_f32(caches[l], 40 + l, 1.0f);
                         std::vector<float> qv(H * width), o(H * lora);
