@@ -126,8 +126,10 @@ void short_conv_silu(const float* x, int64_t T, int64_t C, int W, const float* w
 void short_conv_silu_channels(const float* x, int64_t T, int64_t C, int W, const float* weight, float* hist,
                               int64_t c0, int64_t n, float* y, int64_t y_stride) {
   const int H = W - 1;
-  // Taps transposed to [W][n] so the loops below run along contiguous channels.
-  std::vector<float> taps(static_cast<size_t>(W) * n);
+  // Taps transposed to [W][n] so the loops below run along contiguous channels.  (Per-thread
+  // scratch: decode calls this for every head of every KDA layer at each token.)
+  thread_local std::vector<float> taps, next;
+  taps.resize(static_cast<size_t>(W) * n);
   for (int64_t j = 0; j < n; ++j)
     for (int w = 0; w < W; ++w) taps[static_cast<size_t>(w) * n + j] = weight[(c0 + j) * W + w];
   // Input row i (< 0: from the history) of this channel range.
@@ -143,7 +145,7 @@ void short_conv_silu_channels(const float* x, int64_t T, int64_t C, int W, const
     silu(yt, n, yt);
   }
   // Keep the newest H raw inputs (read before any is overwritten).
-  std::vector<float> next(static_cast<size_t>(H) * n);
+  next.resize(static_cast<size_t>(H) * n);
   for (int i = 0; i < H; ++i) std::copy(input(T - H + i), input(T - H + i) + n, &next[static_cast<size_t>(i) * n]);
   for (int i = 0; i < H; ++i) std::copy(&next[static_cast<size_t>(i) * n], &next[static_cast<size_t>(i + 1) * n], hist + i * C + c0);
 }

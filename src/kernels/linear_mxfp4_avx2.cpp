@@ -107,6 +107,25 @@ struct Decoder {
     return _mm256_castsi256_ps(_mm256_and_si256(shifted, _mm256_set1_epi32(0x7f800000)));
   }
 
+  // The decode unit of a row at column g (of the row's packed bytes p and scale bytes e): the
+  // pair of groups [g, g + 64) when kPair, else the lone trailing group [g, g + 32).  Calls
+  // use(c, w) with each 4 vectors w of columns [g + c, g + c + 32) of the activation order.
+  template <bool kZeros, bool kPair, class Use>
+  void unit(const uint8_t* p, const uint8_t* e, int64_t g, Use&& use) const {
+    __m256 w[4];
+    if constexpr (kPair) {
+      const __m256i raw = pair_bytes(p + g / 2);
+      const __m256 scale = pair_scales<kZeros>(e + g / 32);
+      for (int half = 0; half < 2; ++half) {
+        pair_half(raw, half, scale, w);
+        use(32 * half, w);
+      }
+    } else {
+      group(p + g / 2, e[g / 32], w);
+      use(0, w);
+    }
+  }
+
   // A lone trailing 32-group: its 4 vectors in the per-32 order (even columns, then odd), scaled
   // through the 8-entry magnitude table, sign from bit 3.
   __m256 eight(__m256 table, __m256i code) const {
@@ -135,26 +154,18 @@ void register_tile(const Matrix& m, const float* x, int64_t r0, float* y) {
   __m256 acc[R][T];
   for (int i = 0; i < R; ++i)
     for (int t = 0; t < T; ++t) acc[i][t] = _mm256_setzero_ps();
-  int64_t g = 0;
-  for (; g + 64 <= cols; g += 64)
-    for (int i = 0; i < R; ++i) {
-      const __m256i raw = Decoder::pair_bytes(pk + i * (cols / 2) + g / 2);
-      const __m256 scale = Decoder::pair_scales<kZeros>(sc + i * (cols / 32) + g / 32);
-      for (int half = 0; half < 2; ++half) {
-        __m256 w[4];
-        dec.pair_half(raw, half, scale, w);
+  // Units outside, rows inside: the R rows' FMA chains interleave.
+  auto units = [&]<bool kPair>(int64_t g) {
+    for (int i = 0; i < R; ++i)
+      dec.unit<kZeros, kPair>(pk + i * (cols / 2), sc + i * (cols / 32), g, [&](int64_t c, const __m256* w) {
         for (int t = 0; t < T; ++t)
           for (int v = 0; v < 4; ++v)
-            acc[i][t] = _mm256_fmadd_ps(w[v], _mm256_loadu_ps(x + t * cols + g + 32 * half + v * L), acc[i][t]);
-      }
-    }
-  if (g < cols)
-    for (int i = 0; i < R; ++i) {
-      __m256 w[4];
-      dec.group(pk + i * (cols / 2) + g / 2, sc[i * (cols / 32) + g / 32], w);
-      for (int t = 0; t < T; ++t)
-        for (int v = 0; v < 4; ++v) acc[i][t] = _mm256_fmadd_ps(w[v], _mm256_loadu_ps(x + t * cols + g + v * L), acc[i][t]);
-    }
+            acc[i][t] = _mm256_fmadd_ps(w[v], _mm256_loadu_ps(x + t * cols + g + c + v * L), acc[i][t]);
+      });
+  };
+  int64_t g = 0;
+  for (; g + 64 <= cols; g += 64) units.template operator()<true>(g);
+  if (g < cols) units.template operator()<false>(g);
   for (int i = 0; i < R; ++i)
     for (int t = 0; t < T; ++t) y[t * m.rows + r0 + i] = Traits::reduce(acc[i][t]);
 }
@@ -195,22 +206,19 @@ void panel_rows(const Matrix& m, const float* x, int64_t n, float* y, int64_t r0
       float* row = &panel[ri * kPanelCols];
       const uint8_t* pr = pk + r * (cols / 2) + kc / 2;
       const uint8_t* sr = m.scales + r * (cols / 32) + kc / 32;
-      const bool zeros = std::memchr(sr, 0, static_cast<size_t>(kn / 32)) != nullptr;
-      int64_t g = 0;
-      for (; g + 64 <= kn; g += 64) {
-        const __m256i raw = Decoder::pair_bytes(pr + g / 2);
-        const __m256 scale = zeros ? Decoder::pair_scales<true>(sr + g / 32) : Decoder::pair_scales<false>(sr + g / 32);
-        __m256 w[4];
-        for (int half = 0; half < 2; ++half) {
-          dec.pair_half(raw, half, scale, w);
-          for (int v = 0; v < 4; ++v) _mm256_store_ps(row + g + 32 * half + v * L, w[v]);
-        }
-      }
-      if (g < kn) {  // the row's lone trailing group (kPanelCols is a multiple of 64)
-        __m256 w[4];
-        dec.group(pr + g / 2, sr[g / 32], w);
-        for (int v = 0; v < 4; ++v) _mm256_store_ps(row + g + v * L, w[v]);
-      }
+      // (kPanelCols is a multiple of 64: only a row's last chunk can end in a lone group.)
+      auto decode_row = [&]<bool kZeros>() {
+        auto store = [&](int64_t g) {
+          return [row, g](int64_t c, const __m256* w) {
+            for (int v = 0; v < 4; ++v) _mm256_store_ps(row + g + c + v * L, w[v]);
+          };
+        };
+        int64_t g = 0;
+        for (; g + 64 <= kn; g += 64) dec.unit<kZeros, true>(pr, sr, g, store(g));
+        if (g < kn) dec.unit<kZeros, false>(pr, sr, g, store(g));
+      };
+      if (std::memchr(sr, 0, static_cast<size_t>(kn / 32)) != nullptr) decode_row.template operator()<true>();
+      else decode_row.template operator()<false>();
     }
   };
   Tiles::blocked<Traits::kDenseRows, Traits::kDenseTokens, kPanelRows, kPanelTokenBlock, kPanelCols>(
