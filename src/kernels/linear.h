@@ -98,8 +98,6 @@ void linear_rows_mxfp4(const Matrix& w, const float* x, int64_t n, float* y, int
 // keeps the tokens' rows from aliasing in L1).
 int64_t gemm_x_stride(int64_t cols);
 void linear_rows_gemm(const Matrix& w, const float* x, int64_t xstride, int64_t n, float* y, int64_t r0, int64_t r1);
-// Dense rows for one token (decode).
-void linear_rows_gemv(const Matrix& w, const float* x, float* y, int64_t r0, int64_t r1);
 // bf16 weights x bf16 activations (xb: n rows at stride xstride, 64-byte aligned, zero-padded
 // to whole 32-column steps) with vdpbf16ps; needs AVX512-BF16.
 void linear_rows_bf16dot(const Matrix& w, const uint16_t* xb, int64_t xstride, int64_t n, float* y, int64_t r0,

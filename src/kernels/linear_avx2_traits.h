@@ -17,6 +17,11 @@ struct Traits {
   static constexpr int kLanes = 8;
   static constexpr int kDenseRows = 3, kDenseTokens = 4;  // 12 accumulators + 3 weights + 1 x
   static constexpr int kGemmRows = 2, kGemmVecs = 6;  // small_gemm_tiles.h
+  // Few tokens: rows streamed once per pass of up to kStreamTokens tokens (linear_tiles.h), R rows
+  // x T tokens with R x T + R + 1 of the 16 registers; beyond kStreamMax tokens, the blocked 3 x 4
+  // tiles.
+  static constexpr int kStreamTokens = 4, kStreamMax = 16;
+  static constexpr int stream_rows(int tokens) { return tokens <= 2 ? 4 : 3; }
 
   static float scalar(float f) { return f; }
   static float scalar(uint16_t h) { return bf16_to_f32(h); }

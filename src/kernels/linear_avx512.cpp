@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 #include <vector>
 #include "base/numeric_types.h"
 #include "kernels/matrix.h"
@@ -28,6 +29,10 @@ struct Traits {
   static constexpr int kLanes = 16;
   static constexpr int kDenseRows = 4, kDenseTokens = 6;  // 24 accumulators + 4 weights + 1 x
   static constexpr int kGemmRows = 3, kGemmVecs = 8;  // small_gemm_tiles.h
+  // Few tokens (n < 8; from 8 on linear.cpp runs the GEMM): rows streamed once (linear_tiles.h),
+  // 4 rows per tile up to 6 tokens (24 accumulators + 4 weights + 1 x), then 3.
+  static constexpr int kStreamTokens = 7, kStreamMax = 7;
+  static constexpr int stream_rows(int) { return 4; }
 
   static float scalar(float f) { return f; }
   static float scalar(uint16_t h) { return bf16_to_f32(h); }
@@ -52,10 +57,6 @@ struct Traits {
 void linear_rows(const Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1) {
   if (w.format == WeightFormat::kMxfp4) {
     linear_rows_mxfp4(w, x, n, y, r0, r1);
-    return;
-  }
-  if (n == 1) {
-    linear_rows_gemv(w, x, y, r0, r1);
     return;
   }
   tiles::Linear<Traits>::rows(w, x, n, y, r0, r1);  // (n >= 8: linear_rows_gemm, called by linear.cpp)

@@ -15,7 +15,7 @@
 // (6 x 4) reaches ~100%; k3 bench, 2 threads: 7168 x 12288 x 256 from 230-243 to ~310 GFLOP/s.
 //
 // Batch invariance (linear.h): each (row, token) accumulator receives exactly the FMA sequence
-// of the GEMV below -- lane j sums columns j, j+16, ... in order, the column tail is one step
+// of the few-token tiles and the decode GEMV (linear_tiles.h) -- lane j sums columns j, j+16, ... in order, the column tail is one step
 // with zeroed weights and activations, and the horizontal sum is the same -- so y[t, r] is
 // bit-identical whichever path, n or row range computes it.
 #include <immintrin.h>
@@ -33,7 +33,6 @@
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")
 
 #include "kernels/gemm_walk.h"
-#include "kernels/gemv_walk.h"
 
 namespace k3::avx512 {
 namespace {
@@ -136,58 +135,7 @@ void gemm(const Matrix& m, const float* x, int64_t xs, int64_t n, float* y, int6
       });
 }
 
-// Decode (one token): R whole rows per pass with accumulators in registers and a software
-// prefetch along each row stream; the same per-row FMA sequence as every other dense path.
-// The R rows come from R separate quarters of the row range (gemv_walk.h).
-template <typename W, int R>
-void gemv_rows(const W* const* rows, int64_t cols, const float* x, float* const* y) {
-  constexpr int64_t kAhead = 1024 / sizeof(W);  // elements ahead (1 KB) for the prefetch
-  __m512 acc[R];
-  for (int i = 0; i < R; ++i) acc[i] = _mm512_setzero_ps();
-  int64_t c = 0;
-  for (; c + 16 <= cols; c += 16) {
-    const __m512 xv = _mm512_loadu_ps(x + c);
-    for (int i = 0; i < R; ++i) {
-      const W* p = rows[i] + c;
-      if (sizeof(W) == 4 || (c & 31) == 0) _mm_prefetch(reinterpret_cast<const char*>(p + kAhead), _MM_HINT_T0);
-      __m512 wv;
-      if constexpr (sizeof(W) == 2)
-        wv = widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-      else
-        wv = _mm512_loadu_ps(p);
-      acc[i] = _mm512_fmadd_ps(wv, xv, acc[i]);
-    }
-  }
-  if (c < cols) {
-    const __mmask16 m = tail_mask(cols - c);
-    const __m512 xv = _mm512_maskz_loadu_ps(m, x + c);
-    for (int i = 0; i < R; ++i) {
-      __m512 wv;
-      if constexpr (sizeof(W) == 2)
-        wv = widen(_mm256_maskz_loadu_epi16(m, rows[i] + c));
-      else
-        wv = _mm512_maskz_loadu_ps(m, rows[i] + c);
-      acc[i] = _mm512_fmadd_ps(wv, xv, acc[i]);
-    }
-  }
-  for (int i = 0; i < R; ++i) *y[i] = _mm512_reduce_add_ps(acc[i]);
-}
-
-template <typename W>
-void gemv(const Matrix& m, const float* x, float* y, int64_t r0, int64_t r1) {
-  gemv_walk::quarters<W>(m, y, r0, r1, [&]<int R>(const W* const* rows, float* const* ys) {
-    gemv_rows<W, R>(rows, m.cols, x, ys);
-  });
-}
-
 }  // namespace
-
-void linear_rows_gemv(const Matrix& m, const float* x, float* y, int64_t r0, int64_t r1) {
-  if (m.format == WeightFormat::kBF16)
-    gemv<uint16_t>(m, x, y, r0, r1);
-  else
-    gemv<float>(m, x, y, r0, r1);
-}
 
 int64_t gemm_x_stride(int64_t cols) { return (cols + 15) / 16 * 16 + 16; }
 

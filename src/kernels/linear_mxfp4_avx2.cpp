@@ -16,7 +16,7 @@
 // ops per 64 weights, against ~54 for the 8-entry table permute plus sign fix of a lone group.
 //
 // One token (decode): 4-row tiles, one row from each quarter of the row range (the streams of
-// gemv_walk.h), each row's pair decoded half by half and consumed at once (gemv_tile).  Each row
+// row_streams.h), each row's pair decoded half by half and consumed at once (gemv_tile).  Each row
 // is one FMA chain, so 4 rows keep 4 chains in flight where the 2-row register tile waited on
 // the FMA latency.  2 to kPanelTokens - 1 tokens: register tiles decode each pair straight into
 // registers (passes of up to 3 tokens).  From kPanelTokens on, each block of rows x columns is decoded once into an
@@ -30,6 +30,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "base/aligned.h"
@@ -225,25 +226,27 @@ void register_rows(const Matrix& m, const float* x, float* y, int64_t r0, int64_
   for (; r < r1; ++r) register_tile<1, T, true>(m, x, r, y);
 }
 
-// Decode: 4 rows at a time, one from each quarter of [r0, r1), so each of the 4 streams runs on
-// through consecutive rows; the rows left over one by one (register_tile<1, 1>, the same chain).
+// Decode: 4 rows at a time, one from each quarter of [r0, r1) (row_streams.h); the rows left
+// over one by one (register_tile<1, 1>, the same chain).
 void gemv_rows(const Matrix& m, const float* x, float* y, int64_t r0, int64_t r1) {
-  const int64_t q = (r1 - r0) / 4, cols = m.cols;
+  const int64_t cols = m.cols;
   const uint8_t* pk = static_cast<const uint8_t*>(m.data);
-  for (int64_t j = 0; j < q; ++j) {
-    const uint8_t* w[4];
-    const uint8_t* e[4];
-    float* ys[4];
-    bool zeros = false;
-    for (int i = 0; i < 4; ++i) {
-      const int64_t r = r0 + i * q + j;
-      w[i] = pk + r * (cols / 2), e[i] = m.scales + r * (cols / 32), ys[i] = y + r;
-      zeros = zeros || scales_have_zero(m, r, 1);
+  row_streams::walk<4>(r0, r1, [&]<int R>(const int64_t* rows) {
+    if constexpr (R == 1) {
+      register_tile<1, 1, true>(m, x, rows[0], y);
+    } else {
+      const uint8_t* w[R];
+      const uint8_t* e[R];
+      float* ys[R];
+      bool zeros = false;
+      for (int i = 0; i < R; ++i) {
+        w[i] = pk + rows[i] * (cols / 2), e[i] = m.scales + rows[i] * (cols / 32), ys[i] = y + rows[i];
+        zeros = zeros || scales_have_zero(m, rows[i], 1);
+      }
+      if (zeros) gemv_tile<true>(w, e, x, cols, ys);
+      else gemv_tile<false>(w, e, x, cols, ys);
     }
-    if (zeros) gemv_tile<true>(w, e, x, cols, ys);
-    else gemv_tile<false>(w, e, x, cols, ys);
-  }
-  for (int64_t r = r0 + 4 * q; r < r1; ++r) register_tile<1, 1, true>(m, x, r, y);
+  });
 }
 
 // Many tokens: the blocked walk of linear_tiles.h; before each block's column chunk its rows are

@@ -1,5 +1,6 @@
 // Fast linear kernels (AVX2, AVX-512) against the plain reference, for every weight format,
 // over shapes that are and are not multiples of the vector width and row block.
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -145,10 +146,14 @@ TEST_P(LinearTest, BatchInvariant) {
         linear(t.m, x.data() + tok * C, 1, one.data());
         for (int r = 0; r < R; ++r) ASSERT_EQ(one[r], all[tok * R + r]);
       }
-      // Any sub-batch (here: the last 3 tokens) gives the same values too.
-      std::vector<float> three(3 * R);
-      linear(t.m, x.data() + (n - 3) * C, 3, three.data());
-      for (int64_t i = 0; i < 3 * R; ++i) ASSERT_EQ(three[i], all[(n - 3) * R + i]);
+      // Any sub-batch (here: the last k tokens, every size of the few-token tiles and the first
+      // of the GEMM) gives the same values too.
+      for (int64_t k = 2; k <= std::min<int64_t>(n, 9); ++k) {
+        SCOPED_TRACE(::testing::Message() << "last " << k << " tokens");
+        std::vector<float> sub(k * R);
+        linear(t.m, x.data() + (n - k) * C, k, sub.data());
+        for (int64_t i = 0; i < k * R; ++i) ASSERT_EQ(sub[i], all[(n - k) * R + i]);
+      }
       // Row ranges give the same values as the full product.
       std::vector<float> part(n * R, 0.0f);
       linear_rows(t.m, x.data(), n, part.data(), 1, R - 2);

@@ -1,0 +1,26 @@
+// The row walk of the bandwidth-bound products (decode GEMVs, few-token dense products, the AVX2
+// MXFP4 GEMV), shared by the AVX2 and AVX-512 builds; include it after the ISA pragma.  Rows go
+// kR at a time, one from each kR-th of [r0, r1), so each of the kR streams runs on through
+// consecutive rows instead of restarting every few rows, and the hardware prefetchers keep them
+// going (Zen 5, AVX-512 bf16 GEMV: ~56 -> ~70 GB/s; AVX2: 3-row tiles 22-31 -> 53-60 GB/s); the
+// rows left over go one at a time.
+#pragma once
+
+#include <cstdint>
+
+namespace k3::row_streams {
+
+// run.template operator()<R>(const int64_t* rows) for R = kR and R = 1: rows[i] is the index of
+// the tile's row i.
+template <int kR, class Run>
+inline void walk(int64_t r0, int64_t r1, Run&& run) {
+  const int64_t q = (r1 - r0) / kR;
+  for (int64_t j = 0; j < q; ++j) {
+    int64_t rows[kR];
+    for (int i = 0; i < kR; ++i) rows[i] = r0 + i * q + j;
+    run.template operator()<kR>(rows);
+  }
+  for (int64_t r = r0 + kR * q; r < r1; ++r) run.template operator()<1>(&r);
+}
+
+}  // namespace k3::row_streams
