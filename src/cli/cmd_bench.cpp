@@ -40,7 +40,7 @@ void write_text(const std::string& path, const std::string& text) {
 void add_bench_command(CLI::App& app, Runner& run) {
   struct Args {
     std::string model, json, plot, filter, precision = "fp32";
-    int threads = 0, reps = 5, prompt = 128, decode = 8;
+    int threads = 0, reps = 5, prompt = 128, decode = 8, batch = 4;
     bool quick = false, no_model = false, no_kernels = false, pin = false;
   };
   auto a = std::make_shared<Args>();
@@ -51,6 +51,8 @@ void add_bench_command(CLI::App& app, Runner& run) {
   sub->add_option("--reps", a->reps, "Repetitions per figure (median, min and max are reported)")->check(CLI::Range(1, 1000));
   sub->add_option("--prompt-tokens", a->prompt, "Prefill prompt length")->check(CLI::Range(1, 1 << 20));
   sub->add_option("--decode-tokens", a->decode, "Decode steps per repetition")->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--batch", a->batch, "Sequences decoded together for the batched-decode figure (1: skip it)")
+      ->check(CLI::Range(1, 64));
   sub->add_option("--json", a->json, "Also write the results as JSON");
   sub->add_option("--plot", a->plot, "Also write an SVG chart of ratio-to-limit per figure");
   sub->add_option("--filter", a->filter, "Only kernels whose name contains this");
@@ -82,6 +84,7 @@ void add_bench_command(CLI::App& app, Runner& run) {
         mo.reps = a->reps;
         mo.prompt_tokens = a->quick ? std::min(a->prompt, 32) : a->prompt;
         mo.decode_tokens = a->decode;
+        mo.batch = a->batch;
         report.model = run_model_bench(*model, a->precision != "fp32" ? dir + " [--precision " + a->precision + "]" : dir, report.machine, pool, mo);
       }
       apply_best_limits(report);

@@ -16,6 +16,7 @@ class Model;
 struct ModelBenchOptions {
   int prompt_tokens = 128;  // prefill length
   int decode_tokens = 8;    // decode steps per repetition
+  int batch = 4;            // sequences stepped together for the batched-decode figure (1: none)
   int reps = 5;
 };
 
@@ -27,6 +28,10 @@ struct ModelBenchResult {
   double decode_bytes_per_token = 0;      // weights + state read per decoded token
   double decode_roofline_tokens_per_s = 0;  // read_gbps / bytes per token
   double decode_roofline_ratio = 0;
+  // Batched decode: `batch` sequences advanced one token each per forward call (as the server's
+  // continuous batching does), tokens/s summed over the sequences.
+  int batch = 0;
+  double batch_decode_tokens_per_s = 0, batch_decode_min = 0, batch_decode_max = 0;
   double prefill_tokens_per_s = 0, prefill_min = 0, prefill_max = 0;
   double active_params_per_token = 0;  // excluding the embedding table and lm_head
   double prefill_peak_gflops = 0;             // fp32 peak used: max of machine figure and probes around

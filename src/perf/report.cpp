@@ -71,6 +71,13 @@ std::string format_table(const BenchReport& r) {
                   b.prefill_min, b.prefill_max, b.prompt_tokens, b.prefill_roofline_tokens_per_s, b.active_params_per_token / 1e9, b.prefill_peak_gflops,
                   100.0 * b.prefill_roofline_ratio, static_cast<double>(b.peak_rss_bytes) / (1u << 30));
     out += line;
+    if (b.batch > 1) {
+      std::snprintf(line, sizeof line,
+                    "  decode, %d sequences batched: %.2f tokens/s summed (min %.2f, max %.2f), %.2fx one sequence\n",
+                    b.batch, b.batch_decode_tokens_per_s, b.batch_decode_min, b.batch_decode_max,
+                    b.decode_tokens_per_s > 0 ? b.batch_decode_tokens_per_s / b.decode_tokens_per_s : 0.0);
+      out += line;
+    }
     out += "  decode profile: " + profile_line(b.decode_profile) + "\n";
     out += "  prefill profile:" + profile_line(b.prefill_profile) + "\n";
   }
@@ -152,6 +159,10 @@ nlohmann::json to_json(const BenchReport& r) {
                   {"decode_roofline_tokens_per_s", b.decode_roofline_tokens_per_s},
                   {"decode_roofline_ratio", b.decode_roofline_ratio},
                   {"read_gbps_during_decode", b.read_gbps_during},
+                  {"batch_decode_sequences", b.batch},
+                  {"batch_decode_tokens_per_s", b.batch_decode_tokens_per_s},
+                  {"batch_decode_tokens_per_s_min", b.batch_decode_min},
+                  {"batch_decode_tokens_per_s_max", b.batch_decode_max},
                   {"prefill_tokens_per_s", b.prefill_tokens_per_s},
                   {"prefill_tokens_per_s_min", b.prefill_min},
                   {"prefill_tokens_per_s_max", b.prefill_max},

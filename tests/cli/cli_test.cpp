@@ -260,7 +260,11 @@ TEST(Cli, BenchQuickWritesTheReportContract) {
       }
       EXPECT_TRUE(found) << prefix;
     }
-    for (const char* key : {"decode_tokens_per_s", "decode_roofline_ratio", "prefill_tokens_per_s"}) {
+    // The batched-decode figure (4 sequences by default).
+    EXPECT_EQ(j["model"]["batch_decode_sequences"].get<int>(), 4);
+    EXPECT_NE(r.out.find("4 sequences batched"), std::string::npos) << r.out;
+    for (const char* key : {"decode_tokens_per_s", "decode_roofline_ratio", "prefill_tokens_per_s",
+                            "batch_decode_tokens_per_s"}) {
       ASSERT_TRUE(j["model"].contains(key)) << key;
       EXPECT_TRUE(std::isfinite(j["model"][key].get<double>()) && j["model"][key].get<double>() > 0) << key;
     }
