@@ -38,11 +38,19 @@ constexpr int kGemmRows = 4, kGemmTokens = 4;  // the batched register tile (gem
 // pass over 120 experts of 3072 x 3584, 2 threads, interleaved): 4 x 1 ~31-36 GB/s, 2 x 4 ~34-41,
 // 4 x 2 ~35-40, 8 x 1 ~34, 1 x 8 ~30; 2 x 6 and larger (accumulators in memory) 20-27.
 constexpr int kGemvStreams = 2, kGemvRowsPerStream = 4;
+// Up to this many tokens the decode tiles take every token (gemv below), 2 x 2 rows for 2 or 3
+// tokens; from 4 on (where that tile spills), the batched activation-stationary tiles.  Zen 5,
+// 2 threads, 40 experts of 3072 x 3584 from memory, interleaved with the batched tiles: 2 tokens
+// 0.34-0.47 -> 0.21 ms per expert, 3 tokens 0.47-0.56 -> 0.26-0.27; 4 tokens 0.54-0.55 with 2 x 2
+// rows and 0.60-0.61 with 2 x 1, against 0.48-0.68 batched.
+constexpr int64_t kStreamTokens = 3;
 
-// Decode: R rows against one token's activations x over all `cols` columns, their sums (16
-// lanes each) into acc_mem (row i at i * 16).  Row i is row (i / P) * step + i % P from the first (packed bytes
-// from w0, scales from s0).
-template <int R, int P, bool kZeros>
+// Decode and few tokens: R rows against T tokens' activations (token t at x + t * cols) over
+// all `cols` columns, their sums into acc_mem (row i, token t at (i * T + t) * 16).  Row i is
+// row (i / P) * step + i % P from the first (packed bytes from w0, scales from s0).  Each row is
+// decoded once for all T tokens, and every stream is read once (the batched walk below re-reads
+// a block's rows for each token tile and restarts its streams every block).
+template <int R, int P, bool kZeros, int T = 1>
 __attribute__((noinline)) void gemv_tile(const uint8_t* w0, const uint8_t* s0, int64_t step, const float* x,
                                          int64_t cols, int64_t full, float* acc_mem) {
   const uint8_t* w[R];
@@ -52,8 +60,9 @@ __attribute__((noinline)) void gemv_tile(const uint8_t* w0, const uint8_t* s0, i
     w[i] = w0 + row * (cols / 2), s[i] = s0 + row * (cols / 32);
   }
   const __m512 lut = _mm512_loadu_ps(kE2M1Values);
-  __m512 acc[R];
-  for (int i = 0; i < R; ++i) acc[i] = _mm512_setzero_ps();
+  __m512 acc[R][T];
+  for (int i = 0; i < R; ++i)
+    for (int t = 0; t < T; ++t) acc[i][t] = _mm512_setzero_ps();
   int64_t c = 0;
   for (; c < full; c += 128) {
     __m512i raw[R];
@@ -62,27 +71,33 @@ __attribute__((noinline)) void gemv_tile(const uint8_t* w0, const uint8_t* s0, i
       _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes), _MM_HINT_T0);
       raw[i] = _mm512_loadu_si512(p);
     }
-    __m512 p[R];
+    __m512 p[R][T];
 #pragma GCC unroll 8
     for (int k = 0; k < 8; ++k) {
-      const __m512 xk = _mm512_loadu_ps(x + c + 16 * k);
+      __m512 xk[T];
+      for (int t = 0; t < T; ++t) xk[t] = _mm512_loadu_ps(x + t * cols + c + 16 * k);
       for (int i = 0; i < R; ++i) {
         const __m512 wk = _mm512_permutexvar_ps(_mm512_srli_epi32(raw[i], 4 * k), lut);
-        p[i] = k == 0 ? _mm512_mul_ps(wk, xk) : _mm512_fmadd_ps(wk, xk, p[i]);
+        for (int t = 0; t < T; ++t) p[i][t] = k == 0 ? _mm512_mul_ps(wk, xk[t]) : _mm512_fmadd_ps(wk, xk[t], p[i][t]);
       }
     }
-    for (int i = 0; i < R; ++i) acc[i] = _mm512_fmadd_ps(p[i], block_scales<kZeros>(s[i] + c / 32), acc[i]);
+    for (int i = 0; i < R; ++i) {
+      const __m512 sv = block_scales<kZeros>(s[i] + c / 32);
+      for (int t = 0; t < T; ++t) acc[i][t] = _mm512_fmadd_ps(p[i][t], sv, acc[i][t]);
+    }
   }
   for (; c < cols; c += 32) {  // trailing 32-groups (cols % 128), even/odd activation order
-    const __m512 xe = _mm512_loadu_ps(x + c), xo = _mm512_loadu_ps(x + c + 16);
+    __m512 xe[T], xo[T];
+    for (int t = 0; t < T; ++t) xe[t] = _mm512_loadu_ps(x + t * cols + c), xo[t] = _mm512_loadu_ps(x + t * cols + c + 16);
     for (int i = 0; i < R; ++i) {
       const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[i] + c / 2)));
       const __m512 lo = _mm512_permutexvar_ps(b, lut), hi = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), lut);
       const __m512 sv = _mm512_set1_ps(e8m0_to_f32(s[i][c / 32]));
-      acc[i] = _mm512_fmadd_ps(_mm512_fmadd_ps(hi, xo, _mm512_mul_ps(lo, xe)), sv, acc[i]);
+      for (int t = 0; t < T; ++t) acc[i][t] = _mm512_fmadd_ps(_mm512_fmadd_ps(hi, xo[t], _mm512_mul_ps(lo, xe[t])), sv, acc[i][t]);
     }
   }
-  for (int i = 0; i < R; ++i) _mm512_storeu_ps(acc_mem + i * 16, acc[i]);
+  for (int i = 0; i < R; ++i)
+    for (int t = 0; t < T; ++t) _mm512_storeu_ps(acc_mem + (i * T + t) * 16, acc[i][t]);
 }
 
 // The batched tile (n >= 2): the same per-(row, token) arithmetic as gemv_tile(), in the
@@ -138,21 +153,28 @@ __attribute__((noinline)) void gemm_tile(const uint8_t* w0, int64_t ws, const ui
   }
 }
 
-// Decode: every row over all its columns (gemv_rows in mxfp4_avx512.h).
+// Decode and up to kStreamTokens tokens: every row over all its columns (gemv_rows in
+// mxfp4_avx512.h).  Registers: R x T partial sums and accumulators, R packed blocks, T
+// activations and the table (2 x 2 rows x 3 tokens: 12 + 12 + 4 + 3 + 1 = 32).
+template <int T>
 void gemv(const Matrix& m, const float* xs, float* y, int64_t r0, int64_t r1) {
+  constexpr int kStreams = kGemvStreams, kPer = T == 1 ? kGemvRowsPerStream : 2;
   const uint8_t* pk = static_cast<const uint8_t*>(m.data);
   const int64_t cols = m.cols, full = cols / 128 * 128;
-  gemv_rows<kGemvStreams, kGemvRowsPerStream>(m, y, r0, r1, [&]<int R, int P, bool kZeros>(int64_t r, int64_t q, float* acc) {
-    gemv_tile<R, P, kZeros>(pk + r * (cols / 2), m.scales + r * (cols / 32), q, xs, cols, full, acc);
+  gemv_rows<kStreams, kPer, T>(m, y, r0, r1, [&]<int R, int P, bool kZeros>(int64_t r, int64_t q, float* acc) {
+    gemv_tile<R, P, kZeros, T>(pk + r * (cols / 2), m.scales + r * (cols / 32), q, xs, cols, full, acc);
   });
 }
 
 }  // namespace
 
 void linear_rows_mxfp4(const Matrix& m, const float* xs, int64_t n, float* y, int64_t r0, int64_t r1) {
-  if (n == 1) {
-    gemv(m, xs, y, r0, r1);
-    return;
+  if (n <= kStreamTokens) {
+    switch (n) {
+      case 1: gemv<1>(m, xs, y, r0, r1); return;
+      case 2: gemv<2>(m, xs, y, r0, r1); return;
+      default: gemv<3>(m, xs, y, r0, r1); return;
+    }
   }
   const uint8_t* pk = static_cast<const uint8_t*>(m.data);
   const int64_t cols = m.cols, full = cols / 128 * 128;
