@@ -15,9 +15,10 @@
 // (6 x 4) reaches ~100%; k3 bench, 2 threads: 7168 x 12288 x 256 from 230-243 to ~310 GFLOP/s.
 //
 // Batch invariance (linear.h): each (row, token) accumulator receives exactly the FMA sequence
-// of the few-token tiles and the decode GEMV (linear_tiles.h) -- lane j sums columns j, j+16, ... in order, the column tail is one step
-// with zeroed weights and activations, and the horizontal sum is the same -- so y[t, r] is
-// bit-identical whichever path, n or row range computes it.
+// of the few-token tiles and the decode GEMV (linear_tiles.h) -- lane j sums columns j, j+16,
+// ... in order, the column tail is one step with zeroed weights and activations, and the
+// horizontal sum is the same -- so y[t, r] is bit-identical whichever path, n or row range
+// computes it.
 #include <immintrin.h>
 
 #include <algorithm>

@@ -24,7 +24,8 @@
 // same per-lane FMA sequence: the decode is then shared by all the tokens.  Zen 5 with
 // K3_ISA=avx2, 2 threads: expert GEMM (3072 x 3584, 36 tokens, k3 bench) 64 GFLOP/s with the
 // former 2 x 2 register tiles that decoded per group with the table permute (28% of the AVX2 FMA
-// peak) -> ~130 (60%); one-token GEMV (40 experts from memory) 7.3-9.4 -> ~12 GB/s.
+// peak) -> ~130 (60%); one-token GEMV (40 experts from memory) 7.3-9.4 -> ~12 GB/s with the
+// 2-row register tiles, 15-17 with gemv_tile.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -192,7 +193,7 @@ void gemv_tile(const uint8_t* const* w, const uint8_t* const* e, const float* x,
   int64_t g = 0;
   for (; g + 64 <= cols; g += 64) {
     for (int i = 0; i < R; ++i) {
-      _mm_prefetch(reinterpret_cast<const char*>(w[i] + g / 2 + kAhead), _MM_HINT_T0);
+      if ((g & 127) == 0) _mm_prefetch(reinterpret_cast<const char*>(w[i] + g / 2 + kAhead), _MM_HINT_T0);
       _mm256_store_ps(scales[i], Decoder::pair_scales<kZeros>(e[i] + g / 32));
     }
     for (int half = 0; half < 2; ++half)

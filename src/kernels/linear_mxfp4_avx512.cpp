@@ -100,7 +100,7 @@ __attribute__((noinline)) void gemv_tile(const uint8_t* w0, const uint8_t* s0, i
     for (int t = 0; t < T; ++t) _mm512_storeu_ps(acc_mem + (i * T + t) * 16, acc[i][t]);
 }
 
-// The batched tile (n >= 2): the same per-(row, token) arithmetic as gemv_tile(), in the
+// The batched tile (n > kStreamTokens): the same per-(row, token) arithmetic as gemv_tile(), in the
 // activation-stationary order: per 16 columns the T activation vectors are loaded once and each
 // of the R rows' decoded weights meets all of them; the 128-block partial sums p stay in
 // registers and the accumulators wait in acc_mem (L1) between blocks.  Against the earlier 2 x 6
@@ -155,7 +155,8 @@ __attribute__((noinline)) void gemm_tile(const uint8_t* w0, int64_t ws, const ui
 
 // Decode and up to kStreamTokens tokens: every row over all its columns (gemv_rows in
 // mxfp4_avx512.h).  Registers: R x T partial sums and accumulators, R packed blocks, T
-// activations and the table (2 x 2 rows x 3 tokens: 12 + 12 + 4 + 3 + 1 = 32).
+// activations and the table (2 x 2 rows x 3 tokens: 12 + 12 + 4 + 3 + 1 = 32 before the decode
+// temporaries, so that tile spills a little; it still measured twice the batched tiles' speed).
 template <int T>
 void gemv(const Matrix& m, const float* xs, float* y, int64_t r0, int64_t r1) {
   constexpr int kStreams = kGemvStreams, kPer = T == 1 ? kGemvRowsPerStream : 2;

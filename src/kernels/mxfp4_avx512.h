@@ -56,7 +56,7 @@ inline bool scales_have_zero(const Matrix& m, int64_t r, int64_t rn) {
   return std::memchr(m.scales + r * sb, 0, static_cast<size_t>(rn * sb)) != nullptr;
 }
 
-// Decode (one token) for both kernels, and T <= 4 tokens for the fp32 one: tiles of kStreams x
+// Decode (one token) for both kernels, and T <= 3 tokens for the fp32 one: tiles of kStreams x
 // kPer rows, kPer consecutive rows from each kStreams-th of the row range, so each of the
 // kStreams streams runs on through consecutive rows (the prefetchers keep long streams going)
 // instead of restarting every tile; then the rows left over one by one.
@@ -149,7 +149,8 @@ struct TokensOuterWalk {
   }
 };
 
-// The batched path (n >= 2) of both kernels: blocks of Walk::kRowBlock rows x kTokBlock tokens,
+// The batched path of both kernels (n >= 2 for the bf16 one, n >= 4 for the fp32 one, whose
+// decode tiles take 2 and 3 tokens): blocks of Walk::kRowBlock rows x kTokBlock tokens,
 // the columns in chunks of kColBlock (whole rows for n <= 2), every register tile of a chunk
 // from Walk::tiles, then y[t, r] = the horizontal sum of (row, token)'s accumulator.
 // run.template operator()<R, T, kZeros>(r, t, c0, c1, acc, acc_stride) runs one tile: rows

@@ -161,6 +161,7 @@ ModelBenchResult run_model_bench(const Model& model, const std::string& label, c
   r.decode_bytes_per_token = active.bytes + state_bytes(base);
 
   // Batched decode: opt.batch copies of the prompt's state, one token each per forward call.
+  r.batch = opt.batch;
   if (opt.batch > 1) {
     std::vector<double> batched;
     for (int rep = 0; rep <= opt.reps; ++rep) {
@@ -182,7 +183,6 @@ ModelBenchResult run_model_bench(const Model& model, const std::string& label, c
       log_info("bench: batched decode rep ", rep, ": ", static_cast<double>(opt.batch) * opt.decode_tokens / dt, " tokens/s");
     }
     const Summary bs = summarize(batched);
-    r.batch = opt.batch;
     r.batch_decode_tokens_per_s = bs.median;
     r.batch_decode_min = bs.min;
     r.batch_decode_max = bs.max;

@@ -159,10 +159,6 @@ nlohmann::json to_json(const BenchReport& r) {
                   {"decode_roofline_tokens_per_s", b.decode_roofline_tokens_per_s},
                   {"decode_roofline_ratio", b.decode_roofline_ratio},
                   {"read_gbps_during_decode", b.read_gbps_during},
-                  {"batch_decode_sequences", b.batch},
-                  {"batch_decode_tokens_per_s", b.batch_decode_tokens_per_s},
-                  {"batch_decode_tokens_per_s_min", b.batch_decode_min},
-                  {"batch_decode_tokens_per_s_max", b.batch_decode_max},
                   {"prefill_tokens_per_s", b.prefill_tokens_per_s},
                   {"prefill_tokens_per_s_min", b.prefill_min},
                   {"prefill_tokens_per_s_max", b.prefill_max},
@@ -174,6 +170,12 @@ nlohmann::json to_json(const BenchReport& r) {
                   {"peak_rss_bytes", b.peak_rss_bytes},
                   {"decode_profile", profile_json(b.decode_profile)},
                   {"prefill_profile", profile_json(b.prefill_profile)}};
+    if (b.batch > 1) {  // --batch 1: no batched figure
+      j["model"]["batch_decode_sequences"] = b.batch;
+      j["model"]["batch_decode_tokens_per_s"] = b.batch_decode_tokens_per_s;
+      j["model"]["batch_decode_tokens_per_s_min"] = b.batch_decode_min;
+      j["model"]["batch_decode_tokens_per_s_max"] = b.batch_decode_max;
+    }
   }
   return j;
 }

@@ -1,8 +1,9 @@
 // Fast linear kernels (AVX2, AVX-512) against the plain reference, for every weight format,
 // over shapes that are and are not multiples of the vector width and row block.
-#include <algorithm>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <tuple>
@@ -147,12 +148,20 @@ TEST_P(LinearTest, BatchInvariant) {
         for (int r = 0; r < R; ++r) ASSERT_EQ(one[r], all[tok * R + r]);
       }
       // Any sub-batch (here: the last k tokens, every size of the few-token tiles and the first
-      // of the GEMM) gives the same values too.
-      for (int64_t k = 2; k <= std::min<int64_t>(n, 9); ++k) {
+      // of the GEMM) gives the same values too, and so does a range of its rows not starting at
+      // row 0 (rows outside the range are left alone).
+      for (int64_t k = 1; k <= std::min<int64_t>(n, 9); ++k) {
         SCOPED_TRACE(::testing::Message() << "last " << k << " tokens");
         std::vector<float> sub(k * R);
         linear(t.m, x.data() + (n - k) * C, k, sub.data());
         for (int64_t i = 0; i < k * R; ++i) ASSERT_EQ(sub[i], all[(n - k) * R + i]);
+        std::vector<float> range(k * R, std::numeric_limits<float>::quiet_NaN());
+        linear_rows(t.m, x.data() + (n - k) * C, k, range.data(), 1, R - 2);
+        for (int64_t tok = 0; tok < k; ++tok)
+          for (int64_t r = 0; r < R; ++r) {
+            if (r >= 1 && r < R - 2) ASSERT_EQ(range[tok * R + r], all[(n - k + tok) * R + r]) << r;
+            else ASSERT_TRUE(std::isnan(range[tok * R + r])) << "row " << r << " outside the range was written";
+          }
       }
       // Row ranges give the same values as the full product.
       std::vector<float> part(n * R, 0.0f);
@@ -171,7 +180,8 @@ INSTANTIATE_TEST_SUITE_P(Formats, LinearTest,
 // integer ops and must treat both ends like the reference.
 TEST(LinearMxfp4, ExtremeScales) {
   Rng rng(13);
-  const int64_t rows = 6, cols = 416;  // three 128-blocks and one trailing group
+  // Three 128-blocks and one trailing group; 18 rows: the AVX-512 one-token 8-row tile runs too.
+  const int64_t rows = 18, cols = 416;
   std::vector<uint8_t> packed(rows * cols / 2), scales(rows * cols / 32);
   for (auto& b : packed) b = static_cast<uint8_t>(rng.below(256));
   for (size_t i = 0; i < scales.size(); ++i) scales[i] = i % 5 == 0 ? 0 : i % 7 == 0 ? 1 : static_cast<uint8_t>(100 + rng.below(40));
