@@ -20,6 +20,7 @@
 #include "kernels/gemm_walk.h"
 #include "kernels/matrix.h"
 #include "kernels/mxfp4.h"
+#include "kernels/row_streams.h"
 
 namespace k3::avx512 {
 
@@ -56,37 +57,28 @@ inline bool scales_have_zero(const Matrix& m, int64_t r, int64_t rn) {
   return std::memchr(m.scales + r * sb, 0, static_cast<size_t>(rn * sb)) != nullptr;
 }
 
-// Decode (one token) for both kernels, and T <= 3 tokens for the fp32 one: tiles of kStreams x
-// kPer rows, kPer consecutive rows from each kStreams-th of the row range, so each of the
-// kStreams streams runs on through consecutive rows (the prefetchers keep long streams going)
-// instead of restarting every tile; then the rows left over one by one.
+// Decode (one token) for both kernels, and T <= 3 tokens for the fp32 one: the row_streams.h
+// walk, tiles of kStreams x kPer rows, kPer consecutive rows from each kStreams-th of the row
+// range, so each stream runs on through consecutive rows (the prefetchers keep long streams
+// going) instead of restarting every tile; then the rows left over one by one.
 // run.template operator()<R, P, kZeros>(r, q, acc) runs the R rows r + (i / P) * q + i % P
 // (i < R) over the whole row against the T tokens, writing their sums to acc (row i, token t at
 // (i * T + t) * 16); y[t * rows + row] is the horizontal sum.
 template <int kStreams, int kPer, int T = 1, class Run>
 void gemv_rows(const Matrix& m, float* y, int64_t r0, int64_t r1, Run&& run) {
-  const int64_t q = (r1 - r0) / kStreams / kPer * kPer;
-  constexpr int R = kStreams * kPer;
-  alignas(64) float acc[R * T * 16];
-  for (int64_t j = 0; j < q; j += kPer) {
-    const int64_t r = r0 + j;
+  alignas(64) float acc[kStreams * kPer * T * 16];
+  row_streams::walk<kStreams, kPer>(r0, r1, [&]<int R>(const int64_t* rows) {
+    constexpr int P = R == 1 ? 1 : kPer;
+    const int64_t step = R == 1 ? 1 : rows[kPer] - rows[0];  // from one stream to the next
     bool zeros = false;
-    for (int i = 0; i < kStreams; ++i) zeros = zeros || scales_have_zero(m, r + i * q, kPer);
+    for (int i = 0; i < R; i += P) zeros = zeros || scales_have_zero(m, rows[i], P);
     if (zeros)
-      run.template operator()<R, kPer, true>(r, q, acc);
+      run.template operator()<R, P, true>(rows[0], step, acc);
     else
-      run.template operator()<R, kPer, false>(r, q, acc);
+      run.template operator()<R, P, false>(rows[0], step, acc);
     for (int i = 0; i < R; ++i)
-      for (int t = 0; t < T; ++t)
-        y[t * m.rows + r + (i / kPer) * q + i % kPer] = _mm512_reduce_add_ps(_mm512_load_ps(acc + (i * T + t) * 16));
-  }
-  for (int64_t r = r0 + kStreams * q; r < r1; ++r) {
-    if (scales_have_zero(m, r, 1))
-      run.template operator()<1, 1, true>(r, 1, acc);
-    else
-      run.template operator()<1, 1, false>(r, 1, acc);
-    for (int t = 0; t < T; ++t) y[t * m.rows + r] = _mm512_reduce_add_ps(_mm512_load_ps(acc + t * 16));
-  }
+      for (int t = 0; t < T; ++t) y[t * m.rows + rows[i]] = _mm512_reduce_add_ps(_mm512_load_ps(acc + (i * T + t) * 16));
+  });
 }
 
 // How batched_rows covers a block of rn rows x tn tokens with register tiles: tiles(rn, tn, run)

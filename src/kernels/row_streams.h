@@ -10,15 +10,15 @@
 
 namespace k3::row_streams {
 
-// run.template operator()<R>(const int64_t* rows) for R = kR and R = 1: rows[i] is the index of
-// the tile's row i.
-template <int kR, class Run>
+// run.template operator()<R>(const int64_t* rows) for R = kR * kPer and R = 1: rows[i] is the
+// index of the tile's row i, kPer consecutive rows from each of the kR streams (stream i / kPer).
+template <int kR, int kPer = 1, class Run>
 inline void walk(int64_t r0, int64_t r1, Run&& run) {
-  const int64_t q = (r1 - r0) / kR;
-  for (int64_t j = 0; j < q; ++j) {
-    int64_t rows[kR];
-    for (int i = 0; i < kR; ++i) rows[i] = r0 + i * q + j;
-    run.template operator()<kR>(rows);
+  const int64_t q = (r1 - r0) / kR / kPer * kPer;  // rows per stream
+  for (int64_t j = 0; j < q; j += kPer) {
+    int64_t rows[kR * kPer];
+    for (int i = 0; i < kR * kPer; ++i) rows[i] = r0 + (i / kPer) * q + j + i % kPer;
+    run.template operator()<kR * kPer>(rows);
   }
   for (int64_t r = r0 + kR * q; r < r1; ++r) run.template operator()<1>(&r);
 }
