@@ -15,17 +15,17 @@
 // into words and widened to fp32 by unpacking against zero, times the lanes' scales: ~30 vector
 // ops per 64 weights, against ~54 for the 8-entry table permute plus sign fix of a lone group.
 //
-// One token (decode): 4-row tiles, one row from each quarter of the row range (the streams of
-// row_streams.h), each row's pair decoded half by half and consumed at once (gemv_tile).  Each row
-// is one FMA chain, so 4 rows keep 4 chains in flight where the 2-row register tile waited on
-// the FMA latency.  2 to kPanelTokens - 1 tokens: register tiles decode each pair straight into
-// registers (passes of up to 3 tokens).  From kPanelTokens on, each block of rows x columns is decoded once into an
-// fp32 panel that stays in L1 and meets every token in the dense fp32 tile of linear_tiles.h, the
-// same per-lane FMA sequence: the decode is then shared by all the tokens.  Zen 5 with
-// K3_ISA=avx2, 2 threads: expert GEMM (3072 x 3584, 36 tokens, k3 bench) 64 GFLOP/s with the
-// former 2 x 2 register tiles that decoded per group with the table permute (28% of the AVX2 FMA
-// peak) -> ~130 (60%); one-token GEMV (40 experts from memory) 7.3-9.4 -> ~12 GB/s with the
-// 2-row register tiles, 15-17 with gemv_tile.
+// Decode and few tokens (below kPanelTokens): passes of up to 4 tokens through stream_tile, R
+// rows x T tokens with the rows from R streams (row_streams.h), each row's pair decoded half by
+// half and consumed at once by all T tokens: 4 rows for 1-2 tokens, 2 rows for 3-4 (8 FMA chains
+// at most, within the 16 registers).  One token: 4 chains in flight where the 2-row register
+// tile waited on the FMA latency.  From kPanelTokens on, each block of rows x columns is decoded
+// once into an fp32 panel that stays in L1 and meets every token in the dense fp32 tile of
+// linear_tiles.h, the same per-lane FMA sequence: the decode is then shared by all the tokens.
+// Zen 5 with K3_ISA=avx2, 2 threads: expert GEMM (3072 x 3584, 36 tokens, k3 bench) 64 GFLOP/s
+// with the former 2 x 2 register tiles that decoded per group with the table permute (28% of
+// the AVX2 FMA peak) -> ~130 (60%); one-token GEMV (40 experts from memory) 7.3-9.4 -> ~12 GB/s
+// with the 2-row register tiles, 15-17 with the 4-row stream tile.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -52,6 +52,13 @@ constexpr int L = Traits::kLanes;
 // Register passes of up to 3 tokens against the panel, 40 experts of 3072 x 3584, 2 threads:
 // 8 tokens 1.8-2.0 ms either way, 12: 2.5 against 2.9, 16: 3.9 against 3.4, 24: 5.5 against 4.5.
 constexpr int64_t kPanelTokens = 14;
+// Below kPanelTokens: passes of up to kPassTokens tokens through the streamed tiles
+// (streamed_rows), kStreamRows[T] rows x T tokens each (2 x 4 = 8 accumulators; 3 x 3 and 4 x 3
+// spill).  Zen 5, K3_ISA=avx2, 2 threads, 40 experts of 3072 x 3584 from memory, ms per expert,
+// interleaved, against the 2-row register tiles in passes of 3: 2 tokens 0.60 -> 0.49-0.54,
+// 4: 1.19-1.22 -> 0.73-0.82, 8: 1.74 -> 1.45-1.57, 13: 2.86 -> 2.41-2.53.
+constexpr int kStreamRows[5] = {0, 4, 4, 2, 2};
+constexpr int64_t kPassTokens = 4;
 // Panel: rows x columns decoded at a time (12 x 512 fp32 = 24 KB, in L1 beside 4 tokens' 8 KB of
 // activations), and the tokens that meet it before the next is decoded.
 constexpr int64_t kPanelRows = 4 * Traits::kDenseRows, kPanelCols = 512, kPanelTokenBlock = 96;
@@ -149,7 +156,8 @@ struct Decoder {
   }
 };
 
-// R rows x T tokens, every column, accumulators in registers: y[t][r0 + i].
+// R rows x T tokens, every column, accumulators in registers: y[t][r0 + i] (the rows that the
+// stream walk leaves over, one at a time).
 template <int R, int T, bool kZeros>
 void register_tile(const Matrix& m, const float* x, int64_t r0, float* y) {
   const int64_t cols = m.cols;
@@ -175,20 +183,22 @@ void register_tile(const Matrix& m, const float* x, int64_t r0, float* y) {
     for (int t = 0; t < T; ++t) y[t * m.rows + r0 + i] = Traits::reduce(acc[i][t]);
 }
 
-// Decode: rows rows[0..3] (their packed bytes w, scale bytes e) against one token, every column;
-// y[i] = row i's sum, the FMA chain of register_tile<1, 1>.  Per pair of groups the 4 rows' scale
-// vectors wait in memory and each row's half is decoded and consumed before the next row's, so
-// 4 accumulators, the decoder's tables and one row's temporaries fit the 16 registers (the
-// 4-row register_tile, which holds every row's pair and scales at once, spills).  Zen 5,
-// K3_ISA=avx2, one pass over 120 experts of 3072 x 3584 from memory, 2 threads, interleaved:
-// 2-row register tiles 9.1-12.5 GB/s, this tile 15.1-17.2 (no prefetch: 13.7; 1 KB ahead: 17.0).
-template <bool kZeros>
-void gemv_tile(const uint8_t* const* w, const uint8_t* const* e, const float* x, int64_t cols, float* const* y) {
-  constexpr int R = 4;
+// Decode and few tokens: R rows (their packed bytes w, scale bytes e) against T tokens (token t
+// at x + t * cols), every column; y[i][t * rows] = row i's sum for token t, the FMA chains of
+// register_tile<1, T>.  Per pair of groups the R rows' scale vectors wait in memory and each
+// row's half is decoded and consumed before the next row's, so R x T accumulators, the decoder's
+// tables and one row's temporaries fit the 16 registers (the 4-row register_tile, which holds
+// every row's pair and scales at once, spills).  One token, Zen 5, K3_ISA=avx2, one pass over 120
+// experts of 3072 x 3584 from memory, 2 threads, interleaved: 2-row register tiles 9.1-12.5
+// GB/s, 4 x 1 here 15.1-17.2 (no prefetch: 13.7; 1 KB ahead: 17.0).
+template <int R, int T, bool kZeros>
+void stream_tile(const uint8_t* const* w, const uint8_t* const* e, const float* x, int64_t cols, float* const* y,
+                 int64_t rows_total) {
   constexpr int64_t kAhead = 2048;  // prefetch distance along each row stream, bytes
   const Decoder dec;
-  __m256 acc[R];
-  for (int i = 0; i < R; ++i) acc[i] = _mm256_setzero_ps();
+  __m256 acc[R][T];
+  for (int i = 0; i < R; ++i)
+    for (int t = 0; t < T; ++t) acc[i][t] = _mm256_setzero_ps();
   alignas(32) float scales[R][L];
   int64_t g = 0;
   for (; g + 64 <= cols; g += 64) {
@@ -200,15 +210,20 @@ void gemv_tile(const uint8_t* const* w, const uint8_t* const* e, const float* x,
       for (int i = 0; i < R; ++i) {
         __m256 wv[4];
         dec.pair_half(Decoder::pair_bytes(w[i] + g / 2), half, _mm256_load_ps(scales[i]), wv);
-        for (int v = 0; v < 4; ++v) acc[i] = _mm256_fmadd_ps(wv[v], _mm256_loadu_ps(x + g + 32 * half + v * L), acc[i]);
+        for (int t = 0; t < T; ++t)
+          for (int v = 0; v < 4; ++v)
+            acc[i][t] = _mm256_fmadd_ps(wv[v], _mm256_loadu_ps(x + t * cols + g + 32 * half + v * L), acc[i][t]);
       }
   }
   if (g < cols)
     for (int i = 0; i < R; ++i)
       dec.unit<kZeros, false>(w[i], e[i], g, [&](int64_t c, const __m256* wv) {
-        for (int v = 0; v < 4; ++v) acc[i] = _mm256_fmadd_ps(wv[v], _mm256_loadu_ps(x + g + c + v * L), acc[i]);
+        for (int t = 0; t < T; ++t)
+          for (int v = 0; v < 4; ++v)
+            acc[i][t] = _mm256_fmadd_ps(wv[v], _mm256_loadu_ps(x + t * cols + g + c + v * L), acc[i][t]);
       });
-  for (int i = 0; i < R; ++i) *y[i] = Traits::reduce(acc[i]);
+  for (int i = 0; i < R; ++i)
+    for (int t = 0; t < T; ++t) y[i][t * rows_total] = Traits::reduce(acc[i][t]);
 }
 
 // Whether rows [r, r + rn) have a zero scale byte (the kZeros path of pair_scales).
@@ -217,24 +232,16 @@ bool scales_have_zero(const Matrix& m, int64_t r, int64_t rn) {
   return std::memchr(m.scales + r * sb, 0, static_cast<size_t>(rn * sb)) != nullptr;
 }
 
-template <int R, int T>
-void register_rows(const Matrix& m, const float* x, float* y, int64_t r0, int64_t r1) {
-  int64_t r = r0;
-  for (; r + R <= r1; r += R) {
-    if (scales_have_zero(m, r, R)) register_tile<R, T, true>(m, x, r, y);
-    else register_tile<R, T, false>(m, x, r, y);
-  }
-  for (; r < r1; ++r) register_tile<1, T, true>(m, x, r, y);
-}
-
-// Decode: 4 rows at a time, one from each quarter of [r0, r1) (row_streams.h); the rows left
-// over one by one (register_tile<1, 1>, the same chain).
-void gemv_rows(const Matrix& m, const float* x, float* y, int64_t r0, int64_t r1) {
+// Decode and few tokens (T <= kPassTokens): kStreamRows[T] rows at a time, one from each
+// kStreamRows[T]-th of [r0, r1) (row_streams.h); the rows left over one by one
+// (register_tile<1, T>, the same chains).
+template <int T>
+void streamed_rows(const Matrix& m, const float* x, float* y, int64_t r0, int64_t r1) {
   const int64_t cols = m.cols;
   const uint8_t* pk = static_cast<const uint8_t*>(m.data);
-  row_streams::walk<4>(r0, r1, [&]<int R>(const int64_t* rows) {
+  row_streams::walk<kStreamRows[T]>(r0, r1, [&]<int R>(const int64_t* rows) {
     if constexpr (R == 1) {
-      register_tile<1, 1, true>(m, x, rows[0], y);
+      register_tile<1, T, true>(m, x, rows[0], y);
     } else {
       const uint8_t* w[R];
       const uint8_t* e[R];
@@ -244,8 +251,8 @@ void gemv_rows(const Matrix& m, const float* x, float* y, int64_t r0, int64_t r1
         w[i] = pk + rows[i] * (cols / 2), e[i] = m.scales + rows[i] * (cols / 32), ys[i] = y + rows[i];
         zeros = zeros || scales_have_zero(m, rows[i], 1);
       }
-      if (zeros) gemv_tile<true>(w, e, x, cols, ys);
-      else gemv_tile<false>(w, e, x, cols, ys);
+      if (zeros) stream_tile<R, T, true>(w, e, x, cols, ys, m.rows);
+      else stream_tile<R, T, false>(w, e, x, cols, ys, m.rows);
     }
   });
 }
@@ -304,17 +311,19 @@ void linear_rows_mxfp4(const Matrix& w, const float* x, int64_t n, float* y, int
     panel_rows(w, x, n, y, r0, r1);
     return;
   }
-  if (n == 1) {
-    gemv_rows(w, x, y, r0, r1);
-    return;
-  }
-  for (int64_t t0 = 0; t0 < n; t0 += 3) {  // passes of up to 3 tokens
-    const int64_t tn = std::min<int64_t>(3, n - t0);
+  // Passes of up to kPassTokens tokens, as even as the count allows (5 = 3 + 2, not 4 + 1).
+  const int64_t passes = (n + kPassTokens - 1) / kPassTokens;
+  for (int64_t p = 0, t0 = 0; p < passes; ++p) {
+    const int64_t t1 = n * (p + 1) / passes;
     const float* xt = x + t0 * w.cols;
     float* yt = y + t0 * w.rows;
-    if (tn == 1) register_rows<2, 1>(w, xt, yt, r0, r1);  // the last of 4, 7, 10 or 13 tokens
-    else if (tn == 2) register_rows<2, 2>(w, xt, yt, r0, r1);
-    else register_rows<2, 3>(w, xt, yt, r0, r1);
+    switch (t1 - t0) {
+      case 1: streamed_rows<1>(w, xt, yt, r0, r1); break;
+      case 2: streamed_rows<2>(w, xt, yt, r0, r1); break;
+      case 3: streamed_rows<3>(w, xt, yt, r0, r1); break;
+      default: streamed_rows<4>(w, xt, yt, r0, r1); break;
+    }
+    t0 = t1;
   }
 }
 
