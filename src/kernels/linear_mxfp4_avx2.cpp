@@ -49,9 +49,11 @@ namespace k3::avx2 {
 namespace {
 
 constexpr int L = Traits::kLanes;
-// Register passes of up to 3 tokens against the panel, 40 experts of 3072 x 3584, 2 threads:
-// 8 tokens 1.8-2.0 ms either way, 12: 2.5 against 2.9, 16: 3.9 against 3.4, 24: 5.5 against 4.5.
-constexpr int64_t kPanelTokens = 14;
+// Streamed passes of up to 4 tokens against the panel, 40 experts of 3072 x 3584 from memory,
+// 2 threads, K3_ISA=avx2, ms per expert: 14 tokens 2.15 against 2.44-2.62, 15: 2.29 against
+// 2.60-2.68, 16: 2.39-2.43 against 2.43-2.56, 17: 2.61 against 2.64-2.71, 20: 3.01 against
+// 2.93-3.03 (with passes of up to 3 through 2-row register tiles the panel won from ~14).
+constexpr int64_t kPanelTokens = 17;
 // Below kPanelTokens: passes of up to kPassTokens tokens through the streamed tiles
 // (streamed_rows), kStreamRows[T] rows x T tokens each (2 x 4 = 8 accumulators; 3 x 3 and 4 x 3
 // spill).  Zen 5, K3_ISA=avx2, 2 threads, 40 experts of 3072 x 3584 from memory, ms per expert,

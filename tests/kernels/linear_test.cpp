@@ -187,7 +187,9 @@ TEST(LinearMxfp4, ExtremeScales) {
   for (size_t i = 0; i < scales.size(); ++i) scales[i] = i % 5 == 0 ? 0 : i % 7 == 0 ? 1 : static_cast<uint8_t>(100 + rng.below(40));
   std::fill_n(&scales[2 * (cols / 32)], cols / 32, 0);  // row 2: only 2^-127 groups (sums near FLT_MIN)
   Matrix m{WeightFormat::kMxfp4, rows, cols, packed.data(), scales.data()};
-  for (int64_t n : {1, 2, 3, 9, 16}) {  // 2, 3: the AVX-512 decode tiles; 9 / 16: the batched paths
+  // 2, 3: the AVX-512 decode tiles; 4, 9: the AVX-512 batched tiles and the AVX2 streamed passes
+  // (4 tokens: 2 rows x 4); 17: the AVX2 L1 panel.
+  for (int64_t n : {1, 2, 3, 4, 9, 17}) {
     std::vector<float> x = random_vec(rng, n * cols);
     const std::vector<double> want = exact_product(m, x, n);
     // The error bound of an fp32 dot product scales with sum |w x|, not with |sum w x|.
