@@ -84,8 +84,8 @@ void round_to_bf16(const float* x, int64_t n, float* out);
 namespace avx2 {
 // Any weights (MXFP4: x in the order of mxfp4_shuffle_activations_pairs, to linear_rows_mxfp4).
 void linear_rows(const Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1);
-// MXFP4 rows: a 4-row decode tile for one token, register tiles for a few, an fp32 panel per
-// row block for many.
+// MXFP4 rows: streamed tiles (each row decoded once per pass of up to 4 tokens) up to 16
+// tokens, an fp32 panel per row block from 17.
 void linear_rows_mxfp4(const Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1);
 }
 namespace avx512 {
