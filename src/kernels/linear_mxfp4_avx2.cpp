@@ -158,39 +158,12 @@ struct Decoder {
   }
 };
 
-// R rows x T tokens, every column, accumulators in registers: y[t][r0 + i] (the rows that the
-// stream walk leaves over, one at a time).
-template <int R, int T, bool kZeros>
-void register_tile(const Matrix& m, const float* x, int64_t r0, float* y) {
-  const int64_t cols = m.cols;
-  const uint8_t* pk = static_cast<const uint8_t*>(m.data) + r0 * (cols / 2);
-  const uint8_t* sc = m.scales + r0 * (cols / 32);
-  const Decoder dec;
-  __m256 acc[R][T];
-  for (int i = 0; i < R; ++i)
-    for (int t = 0; t < T; ++t) acc[i][t] = _mm256_setzero_ps();
-  // Units outside, rows inside: the R rows' FMA chains interleave.
-  auto units = [&]<bool kPair>(int64_t g) {
-    for (int i = 0; i < R; ++i)
-      dec.unit<kZeros, kPair>(pk + i * (cols / 2), sc + i * (cols / 32), g, [&](int64_t c, const __m256* w) {
-        for (int t = 0; t < T; ++t)
-          for (int v = 0; v < 4; ++v)
-            acc[i][t] = _mm256_fmadd_ps(w[v], _mm256_loadu_ps(x + t * cols + g + c + v * L), acc[i][t]);
-      });
-  };
-  int64_t g = 0;
-  for (; g + 64 <= cols; g += 64) units.template operator()<true>(g);
-  if (g < cols) units.template operator()<false>(g);
-  for (int i = 0; i < R; ++i)
-    for (int t = 0; t < T; ++t) y[t * m.rows + r0 + i] = Traits::reduce(acc[i][t]);
-}
-
 // Decode and few tokens: R rows (their packed bytes w, scale bytes e) against T tokens (token t
-// at x + t * cols), every column; y[i][t * rows] = row i's sum for token t, the FMA chains of
-// register_tile<1, T>.  Per pair of groups the R rows' scale vectors wait in memory and each
-// row's half is decoded and consumed before the next row's, so R x T accumulators, the decoder's
-// tables and one row's temporaries fit the 16 registers (the 4-row register_tile, which holds
-// every row's pair and scales at once, spills).  One token, Zen 5, K3_ISA=avx2, one pass over 120
+// at x + t * cols), every column; y[i][t * rows] = row i's sum for token t: per pair of groups,
+// half 0's 4 vectors then half 1's, each into one FMA chain per (row, token).  Per pair the R
+// rows' scale vectors wait in memory and each row's half is decoded and consumed before the next
+// row's, so R x T accumulators, the decoder's tables and one row's temporaries fit the 16
+// registers (a 4-row tile holding every row's pair and scales at once spilled).  One token, Zen 5, K3_ISA=avx2, one pass over 120
 // experts of 3072 x 3584 from memory, 2 threads, interleaved: 2-row register tiles 9.1-12.5
 // GB/s, 4 x 1 here 15.1-17.2 (no prefetch: 13.7; 1 KB ahead: 17.0).
 template <int R, int T, bool kZeros>
@@ -235,27 +208,23 @@ bool scales_have_zero(const Matrix& m, int64_t r, int64_t rn) {
 }
 
 // Decode and few tokens (T <= kPassTokens): kStreamRows[T] rows at a time, one from each
-// kStreamRows[T]-th of [r0, r1) (row_streams.h); the rows left over one by one
-// (register_tile<1, T>, the same chains).
+// kStreamRows[T]-th of [r0, r1) (row_streams.h); the rows left over one by one through the same
+// tile (R = 1, the same chains).
 template <int T>
 void streamed_rows(const Matrix& m, const float* x, float* y, int64_t r0, int64_t r1) {
   const int64_t cols = m.cols;
   const uint8_t* pk = static_cast<const uint8_t*>(m.data);
   row_streams::walk<kStreamRows[T]>(r0, r1, [&]<int R>(const int64_t* rows) {
-    if constexpr (R == 1) {
-      register_tile<1, T, true>(m, x, rows[0], y);
-    } else {
-      const uint8_t* w[R];
-      const uint8_t* e[R];
-      float* ys[R];
-      bool zeros = false;
-      for (int i = 0; i < R; ++i) {
-        w[i] = pk + rows[i] * (cols / 2), e[i] = m.scales + rows[i] * (cols / 32), ys[i] = y + rows[i];
-        zeros = zeros || scales_have_zero(m, rows[i], 1);
-      }
-      if (zeros) stream_tile<R, T, true>(w, e, x, cols, ys, m.rows);
-      else stream_tile<R, T, false>(w, e, x, cols, ys, m.rows);
+    const uint8_t* w[R];
+    const uint8_t* e[R];
+    float* ys[R];
+    bool zeros = false;
+    for (int i = 0; i < R; ++i) {
+      w[i] = pk + rows[i] * (cols / 2), e[i] = m.scales + rows[i] * (cols / 32), ys[i] = y + rows[i];
+      zeros = zeros || scales_have_zero(m, rows[i], 1);
     }
+    if (zeros) stream_tile<R, T, true>(w, e, x, cols, ys, m.rows);
+    else stream_tile<R, T, false>(w, e, x, cols, ys, m.rows);
   });
 }
 
