@@ -218,19 +218,86 @@ void linear_rows(const Matrix& w, const float* x, int64_t n, float* y, int64_t r
   rows_prepared(isa, w, bf ? PreparedX{} : prepare(isa, w, x, n, buf), bf ? &a : nullptr, n, y, r0, r1);
 }
 
+namespace {
+
+// One job's activations as its kernel reads them (shared by jobs with the same x).
+struct Prepared {
+  bool amx = false, bf = false;
+  amx::PackedActivations packed;
+  AlignedVector<float> buf;
+  Bf16Activations a;
+  PreparedX xp;
+
+  // Ready for another job; the buffers keep their capacity.
+  void reset() {
+    amx = bf = false;
+    a.bf16 = nullptr;
+    a.stride = 0;
+    a.fp32 = {};
+    xp = {};
+  }
+  size_t capacity_bytes() const {
+    return packed.storage.capacity() * 2 + buf.capacity() * 4 + a.storage.capacity() * 2 + a.widened.capacity() * 4 +
+           a.shuffled.capacity() * 4;
+  }
+};
+
+// A share of one job: rows [r0, r1).
+struct Piece {
+  size_t job;
+  int64_t r0, r1;
+};
+
+// What linear_batch needs per call, kept per thread from call to call so that a decode step's
+// products allocate nothing.  Allocating and freeing the prepared activations every call made
+// glibc trim and re-fault its heap whenever they passed its 128 KB trim threshold: 32 one-token
+// MXFP4 products with distinct activations cost ~700 us per call beyond the kernels (~25 us with
+// the buffers kept), a quarter of the time of a decode step's expert products.  Scratch past
+// kKeepBytes (large prefill batches) is released after the call.
+struct BatchScratch {
+  static constexpr size_t kKeepBytes = size_t{64} << 20;
+  std::deque<Prepared> store;  // stable addresses; entries [0, used) belong to the current call
+  size_t used = 0;
+  std::vector<const Prepared*> prep;
+  std::vector<Piece> pieces;
+
+  Prepared& next() {
+    if (used == store.size()) store.emplace_back();
+    Prepared& p = store[used++];
+    p.reset();
+    return p;
+  }
+  void release_if_large() {
+    size_t bytes = 0;
+    for (const Prepared& p : store) bytes += p.capacity_bytes();
+    if (bytes > kKeepBytes) store.clear();
+    used = 0;
+  }
+};
+
+}  // namespace
+
 void linear_batch(std::span<const LinearJob> jobs) {
   const Isa isa = active_isa();
   ThreadPool& pool = global_pool();
-  // Each job's activations as its kernel reads them, shared by jobs with the same x.
-  struct Prepared {
-    bool amx = false, bf = false;
-    amx::PackedActivations packed;
-    AlignedVector<float> buf;
-    Bf16Activations a;
-    PreparedX xp;
-  };
-  std::deque<Prepared> store;  // stable addresses
-  std::vector<const Prepared*> prep(jobs.size(), nullptr);
+  thread_local BatchScratch kept;
+  thread_local bool kept_busy = false;
+  BatchScratch fresh;  // only for a call made from inside another one on this thread
+  const bool reentered = kept_busy;
+  BatchScratch& scratch = reentered ? fresh : kept;
+  kept_busy = true;
+  struct Done {  // leaves the scratch ready for the next call, also when a kernel throws
+    BatchScratch& s;
+    bool& busy;
+    bool reentered;
+    ~Done() {
+      s.release_if_large();
+      if (!reentered) busy = false;
+    }
+  } done{scratch, kept_busy, reentered};
+  scratch.used = 0;
+  std::vector<const Prepared*>& prep = scratch.prep;
+  prep.assign(jobs.size(), nullptr);
   double total = 0;
   for (size_t j = 0; j < jobs.size(); ++j) {
     const LinearJob& job = jobs[j];
@@ -242,7 +309,7 @@ void linear_batch(std::span<const LinearJob> jobs) {
           jobs[k].w->format == w.format)
         prep[j] = prep[k];
     if (prep[j] != nullptr) continue;
-    Prepared& p = store.emplace_back();
+    Prepared& p = scratch.next();
     p.amx = use_amx(isa, w);
     if (p.amx) {
       amx_pack(w, job.x, job.n, true, p.packed);
@@ -258,13 +325,10 @@ void linear_batch(std::span<const LinearJob> jobs) {
   if (total <= 0) return;
 
   // Pieces of about total / (8 x threads) work, whole row blocks, never spanning two jobs.
-  struct Piece {
-    size_t job;
-    int64_t r0, r1;
-  };
-  std::vector<Piece> pieces;
+  std::vector<Piece>& pieces = scratch.pieces;
+  pieces.clear();
   // Small products are not worth waking the workers for (AMX ones have a larger threshold).
-  const bool any_amx = std::any_of(store.begin(), store.end(), [](const Prepared& p) { return p.amx; });
+  const bool any_amx = std::any_of(prep.begin(), prep.end(), [](const Prepared* p) { return p != nullptr && p->amx; });
   const bool serial = pool.size() == 1 || total < (any_amx ? 256.0 : 64.0) * 1024;
   const double target = total / (8.0 * pool.size());
   for (size_t j = 0; j < jobs.size(); ++j) {
