@@ -122,8 +122,12 @@ void rows_on(Isa isa, const Matrix& w, const PreparedX& x, int64_t n, float* y, 
 PreparedX prepare(Isa isa, const Matrix& w, const float* x, int64_t n, AlignedVector<float>& buf) {
   if (use_gemm(isa, w, n)) {
     const int64_t s = avx512::gemm_x_stride(w.cols);
-    buf.assign(static_cast<size_t>(n * s), 0.0f);
-    for (int64_t t = 0; t < n; ++t) std::copy_n(x + t * w.cols, w.cols, buf.data() + t * s);
+    buf.resize(static_cast<size_t>(n * s));  // kept from call to call: only the padding is zeroed
+    for (int64_t t = 0; t < n; ++t) {
+      float* row = buf.data() + t * s;
+      std::copy_n(x + t * w.cols, w.cols, row);
+      std::fill(row + w.cols, row + s, 0.0f);
+    }
     return {buf.data(), s};
   }
   if (isa == Isa::kRef || w.format != WeightFormat::kMxfp4) return {x, w.cols};
