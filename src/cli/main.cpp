@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <exception>
 
+#include "base/allocator.h"
 #include "base/cpu_features.h"
 #include "base/error.h"
 #include "base/log.h"
@@ -9,6 +10,7 @@
 #include "io/mapped_file.h"
 
 int main(int argc, char** argv) {
+  k3::tune_allocator();
   CLI::App app{"k3: an exact, fast inference engine for Kimi K3"};
   app.require_subcommand(1);
   int verbosity = 0;
