@@ -72,14 +72,17 @@ inline __m512 load_w_tail(const W* p, __mmask16 m) {
 // L1 where 4 x 6 with weights held reaches ~82%).  A row in several column chunks keeps its
 // accumulators in acc_mem between them (row i, token t at (i * as + t) * 16): started from zero
 // at c0 = 0, summed into y at c1 = cols; so each lane's FMA sequence is the whole-row one.
+// pf: a row of the next token tile's activations, fetched into L2 over the same columns, one line
+// per 16 columns (see row_tiles).
 template <typename W, int R, int T>
 __attribute__((noinline)) void tile(const W* w, int64_t ws, const float* x, int64_t xs, int64_t c0, int64_t c1,
-                                    int64_t cols, float* y, int64_t ys, float* acc_mem, int64_t as) {
+                                    int64_t cols, float* y, int64_t ys, float* acc_mem, int64_t as, const float* pf) {
   __m512 acc[R][T];
   for (int i = 0; i < R; ++i)
     for (int t = 0; t < T; ++t) acc[i][t] = c0 == 0 ? _mm512_setzero_ps() : _mm512_load_ps(acc_mem + (i * as + t) * 16);
   int64_t c = c0;
   for (; c + 16 <= c1; c += 16) {
+    _mm_prefetch(reinterpret_cast<const char*>(pf + c), _MM_HINT_T1);
     __m512 xv[T];
     for (int t = 0; t < T; ++t) xv[t] = _mm512_load_ps(x + t * xs + c);
     for (int i = 0; i < R; ++i) {
@@ -107,17 +110,27 @@ __attribute__((noinline)) void tile(const W* w, int64_t ws, const float* x, int6
 
 // Tokens [t, t + T) of the block at x / y against every row tile of rows [rb, rb + rn), columns
 // [c0, c1): kR-row tiles, then one tile of the rows left over.  acc: the block's accumulators
-// (row rb + i, token t at (i * kTok + t) * 16).
+// (row rb + i, token t at (i * kTok + t) * 16).  next: the first activation row of the token tile
+// that runs after this one over the same columns (null: none).  The j-th row tile fetches that tile's row j % kT into
+// L2 while it computes, so a token tile's activations (4 x 28 KB at 7168 columns, which the
+// block's first row tile would otherwise wait for from L3) are there when it starts.  Zen 5, one
+// thread, 1536 x 7168 x 256: 182-186 -> 191-195 GFLOP/s (interleaved runs; ~210 with 4 tokens,
+// whose activations never leave L2); 2 threads, 7168 x 12288 x 256: within the run-to-run noise
+// (k3 bench 313-340 before, 315-360 after).  Fetching the next row block's weights the same way
+// measured no faster.
 template <typename W, int T>
 void row_tiles(const Matrix& m, const float* x, int64_t xs, float* y, int64_t rb, int64_t rn, int64_t t, int64_t c0,
-               int64_t c1, float* acc) {
+               int64_t c1, float* acc, const float* next) {
   const W* base = static_cast<const W*>(m.data);
   const float* xt = x + t * xs;
   float* yt = y + t * m.rows;
   int64_t i = 0;
+  int j = 0;
   auto run = [&]<int R>() {
+    const float* pf = next != nullptr ? next + (j % kT) * xs : xt;
     tile<W, R, T>(base + (rb + i) * m.cols, m.cols, xt, xs, c0, c1, m.cols, yt + rb + i, m.rows,
-                  acc + (i * kTok + t) * 16, kTok);
+                  acc + (i * kTok + t) * 16, kTok, pf);
+    ++j;
   };
   for (; i + kR <= rn; i += kR) run.template operator()<kR>();
   with_remainder<kR>(rn - i, run);
@@ -132,7 +145,11 @@ void gemm(const Matrix& m, const float* x, int64_t xs, int64_t n, float* y, int6
   float* acc = accbuf.data();
   for_each_gemm_tile<kTok, kRows, kT>(
       n, r0, r1, cols, step, [&]<int T>(int64_t tb, int64_t rb, int64_t rn, int64_t t, int64_t c0, int64_t c1) {
-        row_tiles<W, T>(m, x + tb * xs, xs, y + tb * m.rows, rb, rn, t, c0, c1, acc);
+        // The block's next token tile when it is a whole one (the walk's next tile, over the
+        // same columns); not across to the next column chunk or row block (once per block).
+        const int64_t tn = std::min(kTok, n - tb);
+        const float* next = t + T + kT <= tn ? x + (tb + t + T) * xs : nullptr;
+        row_tiles<W, T>(m, x + tb * xs, xs, y + tb * m.rows, rb, rn, t, c0, c1, acc, next);
       });
 }
 
