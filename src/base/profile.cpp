@@ -42,9 +42,9 @@ ScopedPhase::ScopedPhase(Phase p) : phase_(p), outer_(t_current) {
   if (!g_enabled.load(std::memory_order_relaxed)) return;
   active_ = true;
   start_ = now();
-  if (outer_ != Phase::kCount) {  // pause the enclosing phase
+  if (outer_ != Phase::kCount) {  // pause the enclosing phase: it loses [start_, end)
     std::lock_guard<std::mutex> lock(g_mu);
-    g_times.seconds[static_cast<size_t>(outer_)] -= start_;
+    g_times.seconds[static_cast<size_t>(outer_)] += start_;
   }
   t_current = p;
 }
@@ -54,7 +54,7 @@ ScopedPhase::~ScopedPhase() {
   const double end = now();
   std::lock_guard<std::mutex> lock(g_mu);
   g_times.seconds[static_cast<size_t>(phase_)] += end - start_;
-  if (outer_ != Phase::kCount) g_times.seconds[static_cast<size_t>(outer_)] += end;
+  if (outer_ != Phase::kCount) g_times.seconds[static_cast<size_t>(outer_)] -= end;
   t_current = outer_;
 }
 
