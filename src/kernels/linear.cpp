@@ -255,8 +255,8 @@ struct Piece {
 // What linear_batch needs per call, kept per thread from call to call so that a decode step's
 // products allocate nothing.  Allocating and freeing the prepared activations every call made
 // glibc trim and re-fault its heap whenever they passed its 128 KB trim threshold: 32 one-token
-// MXFP4 products with distinct activations cost ~700 us per call beyond the kernels (~25 us with
-// the buffers kept), a quarter of the time of a decode step's expert products.  Scratch past
+// MXFP4 products with distinct activations cost ~700-900 us per call beyond the kernels (~45 us
+// with the buffers kept).  Scratch past
 // kKeepBytes (large prefill batches) is released after the call.
 struct BatchScratch {
   static constexpr size_t kKeepBytes = size_t{64} << 20;
@@ -284,22 +284,19 @@ struct BatchScratch {
 void linear_batch(std::span<const LinearJob> jobs) {
   const Isa isa = active_isa();
   ThreadPool& pool = global_pool();
+  // The thread's kept scratch, or fresh scratch for a call made from inside another one.
   thread_local BatchScratch kept;
-  thread_local bool kept_busy = false;
-  BatchScratch fresh;  // only for a call made from inside another one on this thread
-  const bool reentered = kept_busy;
-  BatchScratch& scratch = reentered ? fresh : kept;
-  kept_busy = true;
+  thread_local int depth = 0;
+  BatchScratch fresh;
+  BatchScratch& scratch = depth == 0 ? kept : fresh;
   struct Done {  // leaves the scratch ready for the next call, also when a kernel throws
     BatchScratch& s;
-    bool& busy;
-    bool reentered;
+    int& depth;
     ~Done() {
       s.release_if_large();
-      if (!reentered) busy = false;
+      --depth;
     }
-  } done{scratch, kept_busy, reentered};
-  scratch.used = 0;
+  } done{scratch, ++depth};
   std::vector<const Prepared*>& prep = scratch.prep;
   prep.assign(jobs.size(), nullptr);
   double total = 0;

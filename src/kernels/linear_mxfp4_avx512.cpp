@@ -32,7 +32,7 @@
 namespace k3::avx512 {
 namespace {
 
-constexpr int kGemmRows = 4, kGemmTokens = 4;  // the batched register tile (gemm_tile)
+constexpr int kGemmRows = 4;  // rows of the batched register tile (gemm_tile; 4 tokens, mxfp4_avx512.h)
 // Decode tiles: 4 consecutive rows from each half of a thread's rows (gemv_rows), so 8 rows
 // share each activation load and only 2 streams per core go to memory.  Measured on Zen 5 (one
 // pass over 120 experts of 3072 x 3584, 2 threads, interleaved): 4 x 1 ~31-36 GB/s, 2 x 4 ~34-41,
@@ -179,7 +179,7 @@ void linear_rows_mxfp4(const Matrix& m, const float* xs, int64_t n, float* y, in
   }
   const uint8_t* pk = static_cast<const uint8_t*>(m.data);
   const int64_t cols = m.cols, full = cols / 128 * 128;
-  batched_rows<TokensOuterWalk<kGemmRows, kGemmTokens>>(
+  batched_rows<TokensOuterWalk<kGemmRows>>(
       m, n, y, r0, r1, [&]<int R, int T, bool kZeros>(int64_t r, int64_t t, int64_t c0, int64_t c1, float* acc, int64_t as) {
         gemm_tile<R, T, kZeros>(pk + r * (cols / 2), cols / 2, m.scales + r * (cols / 32), cols / 32, xs + t * cols,
                                     cols, c0, c1, full, acc, as);

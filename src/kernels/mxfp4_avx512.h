@@ -110,15 +110,14 @@ struct PairRowsWalk {
   }
 };
 
-// TokensOuterWalk<kR, kT> (the fp32 kernel): token tiles of kT (for kT = 4 the leftover rule
-// below, else 4, 2, 1 below kT for the tokens left over) in the outer loop and tiles of kR rows
-// (then one tile of the rows left over) in the inner one; 24-row blocks, and at the start of
-// each block the next block's weight bytes
-// are prefetched into L2 (an expert's rows come from memory once; the walk was measured with this
-// burst, and spreading the same prefetches over the block's tiles was no faster).
-template <int kR, int kT>
+// TokensOuterWalk<kR> (the fp32 kernel): token tiles of 4 (the tokens left over as below) in the
+// outer loop and tiles of kR rows (then one tile of the rows left over) in the inner one; 24-row
+// blocks, and at the start of each block the next block's weight bytes are prefetched into L2
+// (an expert's rows come from memory once; the walk was measured with this burst, and spreading
+// the same prefetches over the block's tiles was no faster).
+template <int kR>
 struct TokensOuterWalk {
-  static_assert(kR >= 1 && kR <= 8 && kT >= 1 && kT <= 8);
+  static_assert(kR >= 1 && kR <= 8);
   static constexpr int64_t kRowBlock = 24, kTokBlock = 24, kColBlock = 4096;
   static constexpr bool kPrefetchNextBlock = true;
   template <class Run>
@@ -128,31 +127,21 @@ struct TokensOuterWalk {
       for (; ri + kR <= rn; ri += kR) run.template operator()<kR, T>(ri, ti);
       with_remainder<kR>(rn - ri, [&]<int R>() { run.template operator()<R, T>(ri, ti); });
     };
+    // Each tile decodes its rows' weights once, so the tokens left over take as few tiles as the
+    // registers allow: 4k + 3 tokens end in a tile of 3 (not 2 + 1), 4k + 2 in one of 2, 4k + 1
+    // (k >= 1) in 3 + 2 (not 4 + 1).  Zen 5, 2 threads, 40 experts of 3072 x 3584 from memory,
+    // interleaved runs: 7 tokens 215-226 -> 240-247 GFLOP/s, 11: 246-254 -> 264-274, 9: 241-254
+    // -> 254-257, 13: 262-268 -> 271-276, 5 at parity.  A 5-token tile spills (5 tokens: ~140);
+    // 3 + 3 for 4k + 2 measured slower than 4 + 2.
+    const int64_t whole = tn / 4 - (tn % 4 == 1 && tn >= 5 ? 1 : 0);
     int64_t ti = 0;
-    if constexpr (kT == 4) {
-      // Each tile decodes its rows' weights once, so the tokens left over take as few tiles as
-      // the registers allow: 4k + 3 tokens end in a tile of 3 (not 2 + 1), 4k + 1 (k >= 1) in
-      // 3 + 2 (not 4 + 1).  Zen 5, 2 threads, 40 experts of 3072 x 3584 from memory, interleaved
-      // runs: 7 tokens 215-226 -> 240-247 GFLOP/s, 11: 246-254 -> 264-274, 9: 241-254 -> 254-257,
-      // 13: 262-268 -> 271-276, 5 at parity.  A 5-token tile spills (5 tokens: ~140); 3 + 3 for
-      // 4k + 2 measured slower than 4 + 2.
-      const int64_t whole = tn / 4 - (tn % 4 == 1 && tn >= 5 ? 1 : 0);
-      for (int64_t q = 0; q < whole; ++q, ti += 4) rows.template operator()<4>(ti);
-      if (tn - ti == 5) rows.template operator()<3>(ti), ti += 3;
-      if (tn - ti == 3) {
-        rows.template operator()<3>(ti);
-        return;
-      }
-    }
-    for (; ti + kT <= tn; ti += kT) rows.template operator()<kT>(ti);
-    if constexpr (kT > 4) {
-      if (ti + 4 <= tn) rows.template operator()<4>(ti), ti += 4;
-    }
-    if constexpr (kT > 2) {
-      if (ti + 2 <= tn) rows.template operator()<2>(ti), ti += 2;
-    }
-    if constexpr (kT > 1) {
-      if (ti < tn) rows.template operator()<1>(ti);
+    for (int64_t q = 0; q < whole; ++q, ti += 4) rows.template operator()<4>(ti);
+    switch (tn - ti) {
+      case 5: rows.template operator()<3>(ti), rows.template operator()<2>(ti + 3); break;
+      case 3: rows.template operator()<3>(ti); break;
+      case 2: rows.template operator()<2>(ti); break;
+      case 1: rows.template operator()<1>(ti); break;
+      default: break;
     }
   }
 };
