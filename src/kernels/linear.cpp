@@ -11,6 +11,7 @@
 #include "base/error.h"
 #include "base/thread_pool.h"
 #include "base/numeric_types.h"
+#include "kernels/batch_pieces.h"
 #include "kernels/linear_amx.h"
 #include "kernels/mxfp4.h"
 #include "kernels/small_gemm.h"
@@ -246,12 +247,6 @@ struct Prepared {
   }
 };
 
-// A share of one job: rows [r0, r1).
-struct Piece {
-  size_t job;
-  int64_t r0, r1;
-};
-
 // What linear_batch needs per call, kept per thread from call to call so that a decode step's
 // products allocate nothing.  Allocating and freeing the prepared activations every call made
 // glibc trim and re-fault its heap whenever they passed its 128 KB trim threshold: 32 one-token
@@ -263,7 +258,8 @@ struct BatchScratch {
   std::deque<Prepared> store;  // stable addresses; entries [0, used) belong to the current call
   size_t used = 0;
   std::vector<const Prepared*> prep;
-  std::vector<Piece> pieces;
+  std::vector<BatchShape> shapes;
+  std::vector<BatchPiece> pieces;
 
   Prepared& next() {
     if (used == store.size()) store.emplace_back();
@@ -325,23 +321,19 @@ void linear_batch(std::span<const LinearJob> jobs) {
   }
   if (total <= 0) return;
 
-  // Pieces of about total / (8 x threads) work, whole row blocks, never spanning two jobs.
-  std::vector<Piece>& pieces = scratch.pieces;
-  pieces.clear();
   // Small products are not worth waking the workers for (AMX ones have a larger threshold).
   const bool any_amx = std::any_of(prep.begin(), prep.end(), [](const Prepared* p) { return p != nullptr && p->amx; });
   const bool serial = pool.size() == 1 || total < (any_amx ? 256.0 : 64.0) * 1024;
-  const double target = total / (8.0 * pool.size());
-  for (size_t j = 0; j < jobs.size(); ++j) {
-    if (prep[j] == nullptr) continue;
-    const Matrix& w = *jobs[j].w;
-    const int64_t align = prep[j]->amx ? 48 : 16;
-    const double row_work = static_cast<double>(w.cols) * static_cast<double>(jobs[j].n);
-    const int64_t rows = serial ? w.rows : std::max<int64_t>(align, static_cast<int64_t>(target / row_work) / align * align);
-    for (int64_t r = 0; r < w.rows; r += rows) pieces.push_back({j, r, std::min(w.rows, r + rows)});
-  }
+  std::vector<BatchShape>& shapes = scratch.shapes;
+  shapes.assign(jobs.size(), BatchShape{});
+  for (size_t j = 0; j < jobs.size(); ++j)
+    if (prep[j] != nullptr)
+      shapes[j] = {jobs[j].w->rows, static_cast<double>(jobs[j].w->cols) * static_cast<double>(jobs[j].n),
+                   prep[j]->amx ? 48 : 16};
+  std::vector<BatchPiece>& pieces = scratch.pieces;
+  plan_batch_pieces(shapes, pool.size(), serial, pieces);
   auto run = [&](int64_t i, int) {
-    const Piece& pc = pieces[static_cast<size_t>(i)];
+    const BatchPiece& pc = pieces[static_cast<size_t>(i)];
     const LinearJob& job = jobs[pc.job];
     const Prepared& p = *prep[pc.job];
     if (p.amx)
