@@ -18,8 +18,7 @@ void plan_batch_pieces(const std::vector<BatchShape>& shapes, int threads, bool 
       if (!serial) {
         const double want = std::max(least, left / (2.0 * t));
         rows = std::max<int64_t>(s.align, static_cast<int64_t>(want / s.row_work) / s.align * s.align);
-        if (s.rows - r - rows < s.align) rows = s.rows - r;  // no sliver of a block left behind
-        rows = std::min(rows, s.rows - r);
+        if (s.rows - r - rows < s.align) rows = s.rows - r;  // the rest, or no sliver of a block left behind
       }
       out.push_back({j, r, r + rows});
       r += rows;

@@ -29,7 +29,7 @@ struct BatchShape {
 // pieces left instead of waiting for another's last large one.  The first ones are large enough
 // to keep each thread's rows as long streams.  Zen 5, 2 threads, bf16 GEMVs and decode-sized
 // MXFP4 batches: the time one thread waits for the other at the end of a call went from
-// ~6-9% of the call (pieces of total / 16) to ~1-2%; whole-model decode +1.5-2.5%.
+// ~6-9% of the call (pieces of total / 16) to ~1-2%; whole-model decode +1.5-2.6%.
 // serial: one piece per product.
 void plan_batch_pieces(const std::vector<BatchShape>& shapes, int threads, bool serial, std::vector<BatchPiece>& out);
 

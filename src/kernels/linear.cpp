@@ -251,8 +251,8 @@ struct Prepared {
 // products allocate nothing.  Allocating and freeing the prepared activations every call made
 // glibc trim and re-fault its heap whenever they passed its 128 KB trim threshold: 32 one-token
 // MXFP4 products with distinct activations cost ~700-900 us per call beyond the kernels (~45 us
-// with the buffers kept).  Scratch past
-// kKeepBytes (large prefill batches) is released after the call.
+// with the buffers kept).  Scratch past kKeepBytes (large prefill batches) is released after the
+// call.
 struct BatchScratch {
   static constexpr size_t kKeepBytes = size_t{64} << 20;
   std::deque<Prepared> store;  // stable addresses; entries [0, used) belong to the current call

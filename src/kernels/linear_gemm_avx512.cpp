@@ -114,11 +114,10 @@ __attribute__((noinline)) void tile(const W* w, int64_t ws, const float* x, int6
 // tile that runs after this one over the same columns (null: none).  The j-th row tile fetches
 // that tile's row j % kT into L2 while it computes, so a token tile's activations (4 x 28 KB at
 // 7168 columns, which the block's first row tile would otherwise wait for from L3) are there
-// when it starts.  Zen 5, one
-// thread, 1536 x 7168 x 256: 182-186 -> 191-195 GFLOP/s (interleaved runs; ~210 with 4 tokens,
-// whose activations never leave L2); 2 threads, 7168 x 12288 x 256: within the run-to-run noise
-// (k3 bench 313-340 before, 315-360 after).  Fetching the next row block's weights the same way
-// measured no faster.
+// when it starts.  Zen 5, one thread, 1536 x 7168 x 256: 182-186 -> 191-195 GFLOP/s (interleaved
+// runs; ~210 with 4 tokens, whose activations never leave L2); 2 threads, 7168 x 12288 x 256:
+// within the run-to-run noise (k3 bench 313-340 before, 315-360 after).  Fetching the next row
+// block's weights the same way (at the start of a block, or a slice per tile) measured no faster.
 template <typename W, int T>
 void row_tiles(const Matrix& m, const float* x, int64_t xs, float* y, int64_t rb, int64_t rn, int64_t t, int64_t c0,
                int64_t c1, float* acc, const float* next) {
