@@ -201,12 +201,6 @@ void stream_tile(const uint8_t* const* w, const uint8_t* const* e, const float* 
     for (int t = 0; t < T; ++t) y[i][t * rows_total] = Traits::reduce(acc[i][t]);
 }
 
-// Whether rows [r, r + rn) have a zero scale byte (the kZeros path of pair_scales).
-bool scales_have_zero(const Matrix& m, int64_t r, int64_t rn) {
-  const int64_t sb = m.cols / 32;
-  return std::memchr(m.scales + r * sb, 0, static_cast<size_t>(rn * sb)) != nullptr;
-}
-
 // Decode and few tokens (T <= kPassTokens): kStreamRows[T] rows at a time, one from each
 // kStreamRows[T]-th of [r0, r1) (row_streams.h); the rows left over one by one through the same
 // tile (R = 1, the same chains).
@@ -221,7 +215,7 @@ void streamed_rows(const Matrix& m, const float* x, float* y, int64_t r0, int64_
     bool zeros = false;
     for (int i = 0; i < R; ++i) {
       w[i] = pk + rows[i] * (cols / 2), e[i] = m.scales + rows[i] * (cols / 32), ys[i] = y + rows[i];
-      zeros = zeros || scales_have_zero(m, rows[i], 1);
+      zeros = zeros || mxfp4_rows_have_zero_scale(m, rows[i], 1);
     }
     if (zeros) stream_tile<R, T, true>(w, e, x, cols, ys, m.rows);
     else stream_tile<R, T, false>(w, e, x, cols, ys, m.rows);

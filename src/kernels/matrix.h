@@ -18,6 +18,10 @@ struct Matrix {
   const void* data = nullptr;
   // kMxfp4 only: E8M0 exponents uint8_t[rows*cols/32], one per 32 consecutive input columns.
   const uint8_t* scales = nullptr;
+  // kMxfp4 only: true when a scan (scan_mxfp4_scales, mxfp4.h) found no 0x00 scale byte, so the
+  // vector kernels skip their per-tile search for the subnormal 2^-127 scale.  Leave it false
+  // unless such a scan set it: false only costs that search.
+  bool scales_zero_free = false;
 
   bool empty() const { return data == nullptr; }
   // Bytes streamed when the whole matrix is read once (weights + scales).

@@ -56,9 +56,28 @@ void mxfp4_quant_row(const float* row, int64_t cols, uint8_t* packed_row, uint8_
   }
 }
 
-int64_t find_invalid_mxfp4_scale(const uint8_t* scales, size_t n) {
-  const void* p = std::memchr(scales, 0xFF, n);
-  return p == nullptr ? -1 : static_cast<const uint8_t*>(p) - scales;
+Mxfp4ScaleScan scan_mxfp4_scales(const uint8_t* scales, size_t n) {
+  // Eight bytes at a time: a byte b is 0x00 when (b - 1) & ~b has its top bit set, and 0xFF when
+  // the same holds for ~b (the classic zero-byte test; a borrow only ever follows a real hit).
+  constexpr uint64_t kOnes = 0x0101010101010101u, kTops = 0x8080808080808080u;
+  Mxfp4ScaleScan out;
+  uint64_t zero_bits = 0;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t u;
+    std::memcpy(&u, scales + i, 8);
+    zero_bits |= (u - kOnes) & ~u & kTops;
+    if (((~u - kOnes) & u & kTops) != 0) break;  // a 0xFF in these 8: found below
+  }
+  out.has_zero = zero_bits != 0;
+  for (; i < n; ++i) {
+    if (scales[i] == 0xFF) {
+      out.first_nan = static_cast<int64_t>(i);
+      return out;
+    }
+    out.has_zero = out.has_zero || scales[i] == 0;
+  }
+  return out;
 }
 
 }  // namespace k3

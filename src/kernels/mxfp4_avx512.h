@@ -30,8 +30,8 @@ namespace k3::avx512 {
 constexpr int64_t kPrefetchBytes = 8192;
 
 // A zero byte is the subnormal 2^-127, which the exponent shift cannot express; kZeros marks
-// row blocks whose scales contain one (callers find it once per block with memchr), so the
-// common path carries no test.
+// row blocks whose scales contain one (callers ask mxfp4_rows_have_zero_scale, mxfp4.h, once per
+// block), so the common path carries no test.
 template <bool kZeros>
 inline __m512 block_scales(const uint8_t* s) {
   if constexpr (kZeros) {
@@ -51,12 +51,6 @@ inline __m512 block_scales(const uint8_t* s) {
   return _mm512_castsi512_ps(_mm512_and_si512(_mm512_rolv_epi32(b, rot), _mm512_set1_epi32(0x7f800000)));
 }
 
-// Whether rows [r, r + rn) have a zero scale byte (the kZeros path of block_scales).
-inline bool scales_have_zero(const Matrix& m, int64_t r, int64_t rn) {
-  const int64_t sb = m.cols / 32;
-  return std::memchr(m.scales + r * sb, 0, static_cast<size_t>(rn * sb)) != nullptr;
-}
-
 // Decode (one token) for both kernels, and T <= 3 tokens for the fp32 one: the row_streams.h
 // walk, tiles of kStreams x kPer rows, kPer consecutive rows from each kStreams-th of the row
 // range, so each stream runs on through consecutive rows (the prefetchers keep long streams
@@ -71,7 +65,7 @@ void gemv_rows(const Matrix& m, float* y, int64_t r0, int64_t r1, Run&& run) {
     constexpr int P = R == 1 ? 1 : kPer;
     const int64_t step = R == 1 ? 1 : rows[kPer] - rows[0];  // from one stream to the next
     bool zeros = false;
-    for (int i = 0; i < R; i += P) zeros = zeros || scales_have_zero(m, rows[i], P);
+    for (int i = 0; i < R; i += P) zeros = zeros || mxfp4_rows_have_zero_scale(m, rows[i], P);
     if (zeros)
       run.template operator()<R, P, true>(rows[0], step, acc);
     else
@@ -168,7 +162,7 @@ void batched_rows(const Matrix& m, int64_t n, float* y, int64_t r0, int64_t r1, 
       const int64_t bytes = std::min(kRowBlock, r1 - rb - rn) * (cols / 2);
       for (int64_t b = 0; b < bytes; b += 64) _mm_prefetch(next + b, _MM_HINT_T1);
     }
-    const bool zeros = scales_have_zero(m, rb, rn);
+    const bool zeros = mxfp4_rows_have_zero_scale(m, rb, rn);
     for (int64_t tb = 0; tb < n; tb += kTokBlock) {
       const int64_t tn = std::min(kTokBlock, n - tb);
       for (int64_t c0 = 0; c0 < cols; c0 += kc) {

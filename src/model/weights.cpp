@@ -61,8 +61,11 @@ class Binder {
     if (packed->dtype != DType::kU8) ok = wrong_dtype(*packed, "U8");
     if (scale->dtype != DType::kU8) ok = wrong_dtype(*scale, "U8");
     if (!ok) return m;
+    bool zero_free = false;
     if (opt_.verify_mxfp4_scales) {
-      const int64_t bad = find_invalid_mxfp4_scale(scale->data, scale->nbytes);
+      const Mxfp4ScaleScan scan = scan_mxfp4_scales(scale->data, scale->nbytes);
+      const int64_t bad = scan.first_nan;
+      zero_free = !scan.has_zero;
       if (bad >= 0) {
         problems.push_back(cat(*scale->file, ": tensor '", scale->name, "': E8M0 scale 0xFF (NaN) at row ",
                                bad / (cols / 32), ", group ", bad % (cols / 32)));
@@ -72,6 +75,7 @@ class Binder {
     m.format = WeightFormat::kMxfp4;
     m.data = packed->data;
     m.scales = scale->data;
+    m.scales_zero_free = zero_free;
     return m;
   }
 

@@ -82,7 +82,7 @@ struct ModelWeights {
 };
 
 struct BindOptions {
-  bool verify_mxfp4_scales = true;  // scan every E8M0 scale for 0xFF (NaN)
+  bool verify_mxfp4_scales = true;  // scan every E8M0 scale for 0xFF (NaN), noting zero-free matrices
 };
 
 // Throws k3::Error listing every problem found.

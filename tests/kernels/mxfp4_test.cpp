@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <vector>
 
 #include "base/rng.h"
 #include "kernels/linear.h"
@@ -96,10 +97,46 @@ TEST(Mxfp4, QuantSaturatesAndRoundsToEven) {
   EXPECT_EQ(out[4], -1.0f);
 }
 
-TEST(Mxfp4, FindsNaNScale) {
+TEST(Mxfp4, ScanFindsNaNAndZeroScales) {
   uint8_t s[10] = {127, 1, 2, 0, 254, 3, 0xFF, 4, 5, 6};
-  EXPECT_EQ(find_invalid_mxfp4_scale(s, 10), 6);
-  EXPECT_EQ(find_invalid_mxfp4_scale(s, 6), -1);
+  EXPECT_EQ(scan_mxfp4_scales(s, 10).first_nan, 6);
+  EXPECT_EQ(scan_mxfp4_scales(s, 6).first_nan, -1);
+  EXPECT_TRUE(scan_mxfp4_scales(s, 6).has_zero);
+  EXPECT_FALSE(scan_mxfp4_scales(s, 3).has_zero);
+  // Every position of a longer run (the 8-byte steps and the tail), and the bytes next to the
+  // special values (0x01, 0xFE, 0x80), which a wrong borrow would report.
+  for (size_t n : {7, 8, 9, 16, 23, 64, 67}) {
+    std::vector<uint8_t> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(i % 3 == 0 ? 0x01 : i % 3 == 1 ? 0xFE : 0x80);
+    EXPECT_EQ(scan_mxfp4_scales(v.data(), n).first_nan, -1) << n;
+    EXPECT_FALSE(scan_mxfp4_scales(v.data(), n).has_zero) << n;
+    for (size_t at = 0; at < n; ++at) {
+      std::vector<uint8_t> z = v, f = v, both = v;
+      z[at] = 0x00;
+      f[at] = 0xFF;
+      both[at] = 0xFF;
+      both[n - 1 - at] = at == n - 1 - at ? 0xFF : 0x00;
+      EXPECT_TRUE(scan_mxfp4_scales(z.data(), n).has_zero) << n << " " << at;
+      EXPECT_EQ(scan_mxfp4_scales(z.data(), n).first_nan, -1) << n << " " << at;
+      EXPECT_FALSE(scan_mxfp4_scales(f.data(), n).has_zero) << n << " " << at;
+      EXPECT_EQ(scan_mxfp4_scales(f.data(), n).first_nan, static_cast<int64_t>(at)) << n << " " << at;
+      EXPECT_EQ(scan_mxfp4_scales(both.data(), n).first_nan, static_cast<int64_t>(at)) << n << " " << at;
+    }
+  }
+}
+
+// The per-tile question the vector kernels ask: answered by the search unless the matrix is
+// marked zero-free.
+TEST(Mxfp4, RowsHaveZeroScale) {
+  std::vector<uint8_t> packed(4 * 64 / 2), scales(4 * 2, 127);
+  scales[5] = 0;  // row 2, group 1
+  Matrix m{WeightFormat::kMxfp4, 4, 64, packed.data(), scales.data()};
+  EXPECT_FALSE(mxfp4_rows_have_zero_scale(m, 0, 2));
+  EXPECT_TRUE(mxfp4_rows_have_zero_scale(m, 2, 1));
+  EXPECT_TRUE(mxfp4_rows_have_zero_scale(m, 1, 3));
+  EXPECT_FALSE(mxfp4_rows_have_zero_scale(m, 3, 1));
+  m.scales_zero_free = true;
+  EXPECT_FALSE(mxfp4_rows_have_zero_scale(m, 2, 1));
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "kernels/mxfp4.h"
 #include "model/k3_model.h"
 #include "support/test_support.h"
 
@@ -74,6 +75,29 @@ TEST_F(WeightsTest, NaNScaleRejected) {
   });
   const std::string err = load_error(dir());
   EXPECT_NE(err.find("E8M0 scale 0xFF (NaN) at row 2, group 1"), std::string::npos) << err;
+}
+
+// The NaN scan also notes which MXFP4 matrices have no 0x00 scale (the kernels' fast path); a
+// zero written into one expert's scales clears that mark for it alone.
+TEST_F(WeightsTest, ZeroScaleClearsZeroFreeMark) {
+  const std::string name = std::string(kPrefix) + "7.block_sparse_moe.experts.1.w3.weight_scale";
+  testing::rewrite_safetensors(testing::shard_of(dir(), name), [&](testing::TensorEdit& e) {
+    if (e.name == name) e.bytes[5] = 0x00;
+    return true;
+  });
+  auto m = Model::load(dir());
+  const Matrix& hit = m->weights().layers[7].moe_w.experts[1].up;
+  EXPECT_FALSE(hit.scales_zero_free);
+  int marked = 0;
+  for (const auto& layer : m->weights().layers)
+    for (const auto& ex : layer.moe_w.experts)
+      for (const Matrix* w : {&ex.gate, &ex.up, &ex.down}) {
+        if (w->format != WeightFormat::kMxfp4) continue;
+        const size_t n = static_cast<size_t>(w->rows * (w->cols / 32));
+        EXPECT_EQ(w->scales_zero_free, !scan_mxfp4_scales(w->scales, n).has_zero);
+        marked += w->scales_zero_free ? 1 : 0;
+      }
+  EXPECT_GT(marked, 0);
 }
 
 TEST_F(WeightsTest, MisalignedTensorsAreRealigned) {
