@@ -13,6 +13,7 @@
 #include "kernels/kda.h"
 #include "kernels/linear.h"
 #include "kernels/mla_attention.h"
+#include "kernels/mxfp4.h"
 #include "perf/stopwatch.h"
 
 namespace k3 {
@@ -162,17 +163,23 @@ BenchResult bench_bf16_gemv(ThreadPool& pool, const MachineLimits& m, int64_t ro
 // `count` MXFP4 matrices of rows x cols with random nibbles and scales 2^-9 .. 2^-4.
 struct Mxfp4Experts {
   std::vector<std::vector<uint8_t>> packed, scales;
+  std::vector<char> zero_free;  // the scan a checkpoint load does, so the figures time the model's path
   int64_t rows, cols;
   Mxfp4Experts(ThreadPool& pool, int64_t r, int64_t c, int count, uint64_t seed)
-      : packed(count), scales(count), rows(r), cols(c) {
+      : packed(count), scales(count), zero_free(count), rows(r), cols(c) {
     for (int e = 0; e < count; ++e) {
       packed[e].resize(rows * cols / 2);
       scales[e].resize(rows * cols / 32);
       fill_u8(pool, packed[e], seed + e, 0, 0);
       fill_u8(pool, scales[e], seed + 100 + e, 118, 6);
+      zero_free[e] = !scan_mxfp4_scales(scales[e].data(), scales[e].size()).has_zero;
     }
   }
-  Matrix matrix(int e) const { return Matrix{WeightFormat::kMxfp4, rows, cols, packed[e].data(), scales[e].data()}; }
+  Matrix matrix(int e) const {
+    Matrix m{WeightFormat::kMxfp4, rows, cols, packed[e].data(), scales[e].data()};
+    m.scales_zero_free = zero_free[e] != 0;
+    return m;
+  }
 };
 
 // One MXFP4 expert matrix (w1/w3 3072x3584 or w2 3584x3072) rotated over many experts.
