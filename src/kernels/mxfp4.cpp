@@ -1,5 +1,6 @@
 #include "kernels/mxfp4.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -57,25 +58,19 @@ void mxfp4_quant_row(const float* row, int64_t cols, uint8_t* packed_row, uint8_
 }
 
 Mxfp4ScaleScan scan_mxfp4_scales(const uint8_t* scales, size_t n) {
-  // Eight bytes at a time: a byte b is 0x00 when (b - 1) & ~b has its top bit set, and 0xFF when
-  // the same holds for ~b (the classic zero-byte test; a borrow only ever follows a real hit).
-  constexpr uint64_t kOnes = 0x0101010101010101u, kTops = 0x8080808080808080u;
+  // memchr twice per 256 KB block: the second search reads the block from L2, so the scan costs
+  // about one pass at memchr's speed (an 8-bytes-at-a-time loop ran at a third of it).
+  constexpr size_t kBlock = size_t{256} << 10;
   Mxfp4ScaleScan out;
-  uint64_t zero_bits = 0;
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t u;
-    std::memcpy(&u, scales + i, 8);
-    zero_bits |= (u - kOnes) & ~u & kTops;
-    if (((~u - kOnes) & u & kTops) != 0) break;  // a 0xFF in these 8: found below
-  }
-  out.has_zero = zero_bits != 0;
-  for (; i < n; ++i) {
-    if (scales[i] == 0xFF) {
-      out.first_nan = static_cast<int64_t>(i);
+  for (size_t b = 0; b < n; b += kBlock) {
+    const size_t len = std::min(kBlock, n - b);
+    const auto* nan = static_cast<const uint8_t*>(std::memchr(scales + b, 0xFF, len));
+    const size_t before = nan == nullptr ? len : static_cast<size_t>(nan - (scales + b));
+    if (!out.has_zero) out.has_zero = std::memchr(scales + b, 0x00, before) != nullptr;
+    if (nan != nullptr) {
+      out.first_nan = static_cast<int64_t>(nan - scales);
       return out;
     }
-    out.has_zero = out.has_zero || scales[i] == 0;
   }
   return out;
 }

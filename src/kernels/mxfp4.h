@@ -29,7 +29,7 @@ void mxfp4_dequant_row(const uint8_t* packed_row, const uint8_t* scale_row, int6
 // even on the E2M1 grid, saturate at 6).  Used by the synthetic-checkpoint writer and tests.
 void mxfp4_quant_row(const float* row, int64_t cols, uint8_t* packed_row, uint8_t* scale_row);
 
-// One pass over E8M0 scale bytes: the index of the first 0xFF (NaN, invalid), or -1; and
+// A scan of E8M0 scale bytes: the index of the first 0xFF (NaN, invalid), or -1; and
 // whether any byte is 0x00 (the subnormal 2^-127, which the vector kernels decode on a slower
 // path; Matrix::scales_zero_free records its absence).
 struct Mxfp4ScaleScan {

@@ -125,6 +125,18 @@ TEST(Mxfp4, ScanFindsNaNAndZeroScales) {
   }
 }
 
+// Scales longer than the scan's 256 KB block: a zero or a NaN in a later block is found.
+TEST(Mxfp4, ScanCrossesBlocks) {
+  std::vector<uint8_t> v(700000, 127);
+  EXPECT_FALSE(scan_mxfp4_scales(v.data(), v.size()).has_zero);
+  v[300001] = 0x00;
+  EXPECT_TRUE(scan_mxfp4_scales(v.data(), v.size()).has_zero);
+  EXPECT_EQ(scan_mxfp4_scales(v.data(), v.size()).first_nan, -1);
+  v[600002] = 0xFF;
+  EXPECT_EQ(scan_mxfp4_scales(v.data(), v.size()).first_nan, 600002);
+  EXPECT_TRUE(scan_mxfp4_scales(v.data(), v.size()).has_zero);
+}
+
 // The per-tile question the vector kernels ask: answered by the search unless the matrix is
 // marked zero-free.
 TEST(Mxfp4, RowsHaveZeroScale) {
