@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace k3 {
 
@@ -31,6 +32,14 @@ std::string cpu_model_name();
 // Streaming-read bandwidth over `bytes` (default: max(1 GiB, 4 x LLC)), `reps` repetitions.
 void measure_read_bandwidth(ThreadPool& pool, MachineLimits* out, int reps = 5, uint64_t bytes = 0);
 double measure_read_gbps_once(ThreadPool& pool, uint64_t bytes = 0);
+// Streaming-read bandwidth over given memory, all threads, read as integers (any bit pattern):
+// e.g. the weights one decoded token reads, which may sit in faster or slower memory than the
+// probe buffer above (on the VMs a buffer's speed differed from the weights' by up to 30%).
+struct ByteSpan {
+  const void* data = nullptr;
+  uint64_t bytes = 0;
+};
+double measure_read_gbps_spans(ThreadPool& pool, const std::vector<ByteSpan>& spans);
 void measure_peak_flops(ThreadPool& pool, MachineLimits* out);
 // A short fp32 FMA peak probe (all threads), for limits taken around a run: the VM's arithmetic
 // rate drifts too (another tenant on the same cores), and a ratio should use the higher figure.
@@ -42,6 +51,8 @@ double measure_bf16_peak_once(ThreadPool& pool);
 namespace perf_isa {
 double sum_floats_avx512(const float* p, int64_t n);
 double sum_floats_avx2(const float* p, int64_t n);
+uint64_t xor_bytes_avx512(const uint8_t* p, int64_t n);  // n a multiple of 256
+uint64_t xor_bytes_avx2(const uint8_t* p, int64_t n);    // n a multiple of 128
 // Each returns the number of floating-point operations performed.
 double fma_loop_avx512(int64_t iters);
 double fma_loop_avx2(int64_t iters);

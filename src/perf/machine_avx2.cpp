@@ -32,6 +32,20 @@ double sum_floats_avx2(const float* p, int64_t n) {
   return r;
 }
 
+uint64_t xor_bytes_avx2(const uint8_t* p, int64_t n) {
+  const int64_t q = n / 4;
+  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+  for (int64_t i = 0; i < q; i += 32) {
+    a0 = _mm256_xor_si256(a0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i)));
+    a1 = _mm256_xor_si256(a1, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + q + i)));
+    a2 = _mm256_xor_si256(a2, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2 * q + i)));
+    a3 = _mm256_xor_si256(a3, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 3 * q + i)));
+  }
+  const __m256i s = _mm256_xor_si256(_mm256_xor_si256(a0, a1), _mm256_xor_si256(a2, a3));
+  return static_cast<uint64_t>(_mm256_extract_epi64(s, 0) ^ _mm256_extract_epi64(s, 1) ^ _mm256_extract_epi64(s, 2) ^
+                               _mm256_extract_epi64(s, 3));
+}
+
 double fma_loop_avx2(int64_t iters) {
   __m256 acc[10];
   for (int j = 0; j < 10; ++j) acc[j] = _mm256_set1_ps(0.001f * j);

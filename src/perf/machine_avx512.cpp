@@ -29,6 +29,19 @@ double sum_floats_avx512(const float* p, int64_t n) {
   return r;
 }
 
+uint64_t xor_bytes_avx512(const uint8_t* p, int64_t n) {
+  // Four interleaved streams, as in sum_floats_avx512.
+  const int64_t q = n / 4;
+  __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+  for (int64_t i = 0; i < q; i += 64) {
+    a0 = _mm512_xor_si512(a0, _mm512_loadu_si512(p + i));
+    a1 = _mm512_xor_si512(a1, _mm512_loadu_si512(p + q + i));
+    a2 = _mm512_xor_si512(a2, _mm512_loadu_si512(p + 2 * q + i));
+    a3 = _mm512_xor_si512(a3, _mm512_loadu_si512(p + 3 * q + i));
+  }
+  return static_cast<uint64_t>(_mm512_reduce_or_epi64(_mm512_xor_si512(_mm512_xor_si512(a0, a1), _mm512_xor_si512(a2, a3))));
+}
+
 double fma_loop_avx512(int64_t iters) {
   __m512 acc[12];
   for (int j = 0; j < 12; ++j) acc[j] = _mm512_set1_ps(0.001f * j);

@@ -38,6 +38,7 @@ struct ModelBenchResult {
   double prefill_roofline_tokens_per_s = 0;  // that peak / (2 x active params)
   double prefill_roofline_ratio = 0;
   double read_gbps_during = 0;  // bandwidth probed around the decode runs
+  double weights_read_gbps = 0;  // fastest streaming read of the bytes one decoded token reads
   PhaseTimes decode_profile, prefill_profile;
   uint64_t peak_rss_bytes = 0;
 };

@@ -268,6 +268,11 @@ TEST(Cli, BenchQuickWritesTheReportContract) {
       ASSERT_TRUE(j["model"].contains(key)) << key;
       EXPECT_TRUE(std::isfinite(j["model"][key].get<double>()) && j["model"][key].get<double>() > 0) << key;
     }
+    // The decode roofline's limit includes the streaming read of the decode's own weights.
+    const double weights = j["model"]["weights_read_gbps"].get<double>();
+    EXPECT_TRUE(std::isfinite(weights) && weights > 0) << weights;
+    EXPECT_GE(j["model"]["read_gbps_during_decode"].get<double>(), weights);
+    EXPECT_GE(best, weights);
     EXPECT_NE(testing::read_file(tmp.file("b.svg")).find("<svg"), std::string::npos);
   }
 }
