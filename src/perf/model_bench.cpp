@@ -133,7 +133,8 @@ ModelBenchResult run_model_bench(const Model& model, const std::string& label, c
   // spell of the VM cannot inflate the ratio.
   r.prefill_peak_gflops = std::max({limits.fp32_gflops, peak_before, measure_fp32_peak_once(pool)});
   r.prefill_roofline_tokens_per_s = r.prefill_peak_gflops * 1e9 / (2.0 * active.params);
-  r.prefill_roofline_ratio = r.prefill_tokens_per_s / r.prefill_roofline_tokens_per_s;
+  // No fp32 peak probe on the plain reference path (K3_ISA=ref): no roofline, ratio 0 (not inf).
+  r.prefill_roofline_ratio = r.prefill_roofline_tokens_per_s > 0 ? r.prefill_tokens_per_s / r.prefill_roofline_tokens_per_s : 0.0;
 
   // Decode: greedy steps continuing the prompt, each repetition from the same state.
   std::vector<double> decode;
@@ -207,7 +208,7 @@ ModelBenchResult run_model_bench(const Model& model, const std::string& label, c
     r.batch_decode_max = bs.max;
   }
   r.decode_roofline_tokens_per_s = r.read_gbps_during * 1e9 / r.decode_bytes_per_token;
-  r.decode_roofline_ratio = r.decode_tokens_per_s / r.decode_roofline_tokens_per_s;
+  r.decode_roofline_ratio = r.decode_roofline_tokens_per_s > 0 ? r.decode_tokens_per_s / r.decode_roofline_tokens_per_s : 0.0;
   r.peak_rss_bytes = peak_rss_bytes();
   return r;
 }
