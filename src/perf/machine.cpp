@@ -58,18 +58,6 @@ struct AlignedBuffer {
   size_t n;
 };
 
-double sum_floats(const float* p, int64_t n) {
-  switch (active_isa()) {
-    case Isa::kAmx:
-    case Isa::kAvx512: return perf_isa::sum_floats_avx512(p, n);
-    case Isa::kAvx2: return perf_isa::sum_floats_avx2(p, n);
-    case Isa::kRef: break;
-  }
-  double s = 0;
-  for (int64_t i = 0; i < n; ++i) s += p[i];
-  return s;
-}
-
 uint64_t default_bytes() { return std::max<uint64_t>(1ull << 30, 4 * last_level_cache_bytes()); }
 
 AlignedBuffer& probe_buffer(ThreadPool& pool, uint64_t bytes) {
@@ -86,22 +74,6 @@ AlignedBuffer& probe_buffer(ThreadPool& pool, uint64_t bytes) {
   return *buf;
 }
 
-}  // namespace
-
-double measure_read_gbps_once(ThreadPool& pool, uint64_t bytes) {
-  if (bytes == 0) bytes = default_bytes();
-  AlignedBuffer& buf = probe_buffer(pool, bytes);
-  const int64_t n = static_cast<int64_t>(buf.n);
-  std::vector<double> sink(pool.size());
-  const double t0 = now_seconds();
-  pool.parallel_for(n, 1024, [&](int64_t b, int64_t e, int th) { sink[th] += sum_floats(buf.data + b, e - b); });
-  const double dt = now_seconds() - t0;
-  volatile double keep = sink[0];
-  (void)keep;
-  return static_cast<double>(n) * sizeof(float) / dt / 1e9;
-}
-
-namespace {
 // XOR of every 8-byte word of [p, p + n) (n a multiple of 256), through the ISA's widest loads.
 uint64_t xor_bytes(const uint8_t* p, int64_t n) {
   switch (active_isa()) {
@@ -119,6 +91,25 @@ uint64_t xor_bytes(const uint8_t* p, int64_t n) {
   return x;
 }
 }  // namespace
+
+double measure_read_gbps_once(ThreadPool& pool, uint64_t bytes) {
+  if (bytes == 0) bytes = default_bytes();
+  AlignedBuffer& buf = probe_buffer(pool, bytes);
+  const int64_t n = static_cast<int64_t>(buf.n);
+  std::vector<uint64_t> sink(pool.size()), read(pool.size());
+  const double t0 = now_seconds();
+  pool.parallel_for(n, 1024, [&](int64_t b, int64_t e, int th) {
+    const int64_t bytes = (e - b) * static_cast<int64_t>(sizeof(float)) / 256 * 256;
+    sink[th] ^= xor_bytes(reinterpret_cast<const uint8_t*>(buf.data + b), bytes);
+    read[th] += static_cast<uint64_t>(bytes);
+  });
+  const double dt = now_seconds() - t0;
+  volatile uint64_t keep = sink[0];
+  (void)keep;
+  uint64_t total = 0;
+  for (uint64_t r : read) total += r;
+  return static_cast<double>(total) / dt / 1e9;
+}
 
 double measure_read_gbps_spans(ThreadPool& pool, const std::vector<ByteSpan>& spans) {
   // Pieces of 1 MiB (whole multiples of 256 bytes; the few bytes past the last multiple of a

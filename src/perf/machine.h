@@ -49,8 +49,7 @@ double measure_bf16_peak_once(ThreadPool& pool);
 
 // ISA-specific inner loops (machine_avx512.cpp / machine_avx2.cpp).
 namespace perf_isa {
-double sum_floats_avx512(const float* p, int64_t n);
-double sum_floats_avx2(const float* p, int64_t n);
+// XOR of every 8-byte word: the streaming-read loops of both bandwidth probes.
 uint64_t xor_bytes_avx512(const uint8_t* p, int64_t n);  // n a multiple of 256
 uint64_t xor_bytes_avx2(const uint8_t* p, int64_t n);    // n a multiple of 128
 // Each returns the number of floating-point operations performed.

@@ -13,26 +13,8 @@
 
 namespace k3::perf_isa {
 
-double sum_floats_avx2(const float* p, int64_t n) {
-  // Four interleaved streams (quarters of the range), as in sum_floats_avx512.
-  const int64_t q = n / 4 / 8 * 8;
-  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-  for (int64_t i = 0; i < q; i += 8) {
-    a0 = _mm256_add_ps(a0, _mm256_loadu_ps(p + i));
-    a1 = _mm256_add_ps(a1, _mm256_loadu_ps(p + q + i));
-    a2 = _mm256_add_ps(a2, _mm256_loadu_ps(p + 2 * q + i));
-    a3 = _mm256_add_ps(a3, _mm256_loadu_ps(p + 3 * q + i));
-  }
-  const __m256 s = _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
-  alignas(32) float buf[8];
-  _mm256_store_ps(buf, s);
-  double r = 0;
-  for (float f : buf) r += f;
-  for (int64_t i = 4 * q; i < n; ++i) r += p[i];
-  return r;
-}
-
 uint64_t xor_bytes_avx2(const uint8_t* p, int64_t n) {
+  // Four interleaved streams, as in xor_bytes_avx512.
   const int64_t q = n / 4;
   __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
   for (int64_t i = 0; i < q; i += 32) {

@@ -13,24 +13,10 @@
 
 namespace k3::perf_isa {
 
-double sum_floats_avx512(const float* p, int64_t n) {
+uint64_t xor_bytes_avx512(const uint8_t* p, int64_t n) {
   // Four interleaved streams (quarters of the range), as a GEMV reads several rows at once: one
   // sequential stream leaves part of the bandwidth unused on some CPUs (Zen 5: ~65 vs ~78 GB/s).
-  const int64_t q = n / 4 / 16 * 16;
-  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-  for (int64_t i = 0; i < q; i += 16) {
-    a0 = _mm512_add_ps(a0, _mm512_loadu_ps(p + i));
-    a1 = _mm512_add_ps(a1, _mm512_loadu_ps(p + q + i));
-    a2 = _mm512_add_ps(a2, _mm512_loadu_ps(p + 2 * q + i));
-    a3 = _mm512_add_ps(a3, _mm512_loadu_ps(p + 3 * q + i));
-  }
-  double r = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
-  for (int64_t i = 4 * q; i < n; ++i) r += p[i];
-  return r;
-}
-
-uint64_t xor_bytes_avx512(const uint8_t* p, int64_t n) {
-  // Four interleaved streams, as in sum_floats_avx512.
+  // Integer loads, so any bit pattern (weights included) reads at full speed.
   const int64_t q = n / 4;
   __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
   for (int64_t i = 0; i < q; i += 64) {
