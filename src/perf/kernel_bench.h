@@ -23,6 +23,9 @@ struct BenchResult {
   enum class Limit { kOther, kRead, kFp32 } limit_kind = Limit::kOther;
   double limit_value = 0;
   std::string limit_detail;  // kept after the limit when it is re-based, e.g. how FLOPs are counted
+  // Bandwidth figures: the fastest streaming read of the figure's own buffers (the rotated
+  // matrices or states), probed around its runs; one of the probes the limit is the best of.
+  double own_read_gbps = 0;
 };
 
 struct KernelBenchOptions {

@@ -142,15 +142,13 @@ nlohmann::json to_json(const BenchReport& r) {
                   {"peak_bf16_gflops", m.bf16_gflops},
                   {"peak_amx_bf16_gflops", m.amx_bf16_gflops}};
   j["kernels"] = nlohmann::json::array();
-  for (const BenchResult& k : r.kernels)
-    j["kernels"].push_back({{"name", k.name},
-                            {"value", k.value},
-                            {"min", k.min},
-                            {"max", k.max},
-                            {"unit", k.unit},
-                            {"ratio_to_limit", k.ratio_to_limit},
-                            {"limit", k.limit},
-                            {"note", k.note}});
+  for (const BenchResult& k : r.kernels) {
+    nlohmann::json e = {{"name", k.name},           {"value", k.value}, {"min", k.min},
+                        {"max", k.max},             {"unit", k.unit},   {"ratio_to_limit", k.ratio_to_limit},
+                        {"limit", k.limit},         {"note", k.note}};
+    if (k.own_read_gbps > 0) e["own_read_gbps"] = k.own_read_gbps;
+    j["kernels"].push_back(std::move(e));
+  }
   if (r.model) {
     const ModelBenchResult& b = *r.model;
     j["model"] = {{"checkpoint", b.model},

@@ -246,6 +246,12 @@ TEST(Cli, BenchQuickWritesTheReportContract) {
     for (const auto& k : j["kernels"]) {
       if (k["unit"] == "GB/s") {
         EXPECT_NEAR(k["ratio_to_limit"].get<double>(), k["value"].get<double>() / best, 1e-9) << k.dump();
+        // Each bandwidth figure also streamed its own buffers, and that read is one of the probes.
+        ASSERT_TRUE(k.contains("own_read_gbps")) << k.dump();
+        const double own = k["own_read_gbps"].get<double>();
+        EXPECT_TRUE(std::isfinite(own) && own > 0) << k.dump();
+        EXPECT_GE(best, own) << k.dump();
+        EXPECT_NE(k["limit"].get<std::string>().find("its own buffers read at"), std::string::npos) << k.dump();
       }
     }
     for (const char* prefix : {"bf16_gemv", "mxfp4_gemv", "mxfp4_gemm", "gemm", "kda_prefill", "kda_decode", "mla_decode"}) {
