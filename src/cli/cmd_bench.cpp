@@ -1,7 +1,10 @@
 // k3 bench: measure the machine, then k3's kernels at real K3 shapes and the whole model, each
 // as a ratio to the measured limit.  Default model: a synthetic checkpoint with full Kimi K3
 // widths (4 layers = 3 KDA + 1 MLA, 64 experts top-16, real vocab), created on first use.
+#include <unistd.h>
+
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include "base/error.h"
@@ -35,6 +38,32 @@ void write_text(const std::string& path, const std::string& text) {
   if (!out) fail(path, ": cannot write");
 }
 
+// A report file `flag` will write at the end: checked before anything is measured, so a bad
+// path fails at once instead of after minutes of benchmarks.
+void check_output_path(const char* flag, const std::string& path) {
+  if (path.empty()) return;
+  namespace fs = std::filesystem;
+  const fs::path p(path);
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  std::error_code ec;
+  K3_CHECK(fs::is_directory(dir, ec), flag, " ", path, ": directory ", dir.string(), " does not exist");
+  K3_CHECK(!fs::is_directory(p, ec), flag, " ", path, ": is a directory");
+  K3_CHECK(::access(dir.c_str(), W_OK) == 0 && (!fs::exists(p, ec) || ::access(p.c_str(), W_OK) == 0), flag, " ", path,
+           ": cannot write there");
+}
+
+// A --filter must pick at least one kernel group.
+void check_filter(const std::string& filter) {
+  if (filter.empty()) return;
+  std::string names;
+  for (const std::string& g : kernel_bench_groups()) {
+    if (kernel_bench_selects(filter, g)) return;
+    names += (names.empty() ? "" : ", ") + g;
+  }
+  fail("--filter '", filter, "' picks no kernel figure (groups: ", names,
+       "; a part of a group's name or a figure name from a report)");
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app, Runner& run) {
@@ -55,7 +84,9 @@ void add_bench_command(CLI::App& app, Runner& run) {
       ->check(CLI::Range(1, 64));
   sub->add_option("--json", a->json, "Also write the results as JSON");
   sub->add_option("--plot", a->plot, "Also write an SVG chart of ratio-to-limit per figure");
-  sub->add_option("--filter", a->filter, "Only kernels whose name contains this");
+  sub->add_option("--filter", a->filter,
+                  "Only the kernel groups (bf16_gemv, mxfp4_gemv, mxfp4_gemm, gemm, kda, mla) whose name contains this, "
+                  "or the group of a figure name given");
   add_precision_option(sub, a->precision);  // for the model figures
   sub->add_flag("--quick", a->quick, "Small shapes and the tiny default model (a smoke run, not a measurement)");
   sub->add_flag("--no-model", a->no_model, "Skip the whole-model figures");
@@ -63,6 +94,9 @@ void add_bench_command(CLI::App& app, Runner& run) {
   sub->callback([a, &run] {
     run = [a]() {
       K3_CHECK(a->threads >= 0, "--threads must be >= 0");
+      if (!a->no_kernels) check_filter(a->filter);
+      check_output_path("--json", a->json);
+      check_output_path("--plot", a->plot);
       if (a->threads > 0 || a->pin) set_num_threads(a->threads, a->pin);
       ThreadPool& pool = global_pool();
       BenchReport report;

@@ -306,11 +306,20 @@ void run_kda(ThreadPool& pool, KdaData& d, bool chunked) {
 
 }  // namespace
 
+const std::vector<std::string>& kernel_bench_groups() {
+  static const std::vector<std::string> groups = {"bf16_gemv", "mxfp4_gemv", "mxfp4_gemm", "gemm", "kda", "mla"};
+  return groups;
+}
+
+bool kernel_bench_selects(const std::string& filter, const std::string& group) {
+  return filter.empty() || group.find(filter) != std::string::npos || filter.rfind(group, 0) == 0;
+}
+
 std::vector<BenchResult> run_kernel_benches(ThreadPool& pool, const MachineLimits& m, const KernelBenchOptions& opt) {
   std::vector<BenchResult> out;
   const bool q = opt.quick;
   const int reps = std::max(1, opt.reps);
-  auto want = [&](const std::string& name) { return opt.filter.empty() || name.find(opt.filter) != std::string::npos; };
+  auto want = [&](const std::string& group) { return kernel_bench_selects(opt.filter, group); };
   std::vector<std::pair<std::string, std::function<void()>>> jobs;
   if (want("bf16_gemv")) {
     jobs.push_back({"bf16_gemv 12288x7168", [&] { out.push_back(bench_bf16_gemv(pool, m, q ? 1536 : 12288, q ? 896 : 7168, reps, q)); }});

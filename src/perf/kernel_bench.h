@@ -31,8 +31,16 @@ struct BenchResult {
 struct KernelBenchOptions {
   int reps = 5;
   bool quick = false;  // smaller working sets and fewer cases (for tests and smoke runs)
-  std::string filter;  // run only kernels whose name contains this
+  std::string filter;  // run only the groups kernel_bench_selects() picks for it
 };
+
+// The kernel figure groups, in the order they run: bf16_gemv, mxfp4_gemv, mxfp4_gemm, gemm, kda,
+// mla.  Every figure's name starts with its group's.
+const std::vector<std::string>& kernel_bench_groups();
+// Whether `filter` picks `group`: empty, a part of the group's name ("gemv": both GEMV groups),
+// or a name that starts with the group's (a figure name from a report, e.g.
+// "gemm_bf16_7168x12288_n256" or "kda_decode").
+bool kernel_bench_selects(const std::string& filter, const std::string& group);
 
 std::vector<BenchResult> run_kernel_benches(ThreadPool& pool, const MachineLimits& limits,
                                             const KernelBenchOptions& options);

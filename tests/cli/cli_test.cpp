@@ -226,6 +226,42 @@ TEST(Cli, GenerationStopsAtContextLimitAndEos) {
 // `k3 bench` writes the JSON names external checks read, a ratio for every figure and an SVG
 // chart; with more threads than cores it still finishes with finite figures.  (Only the
 // contract: speed is never asserted in a test.)
+// Bad report paths and filters fail before anything is measured (no machine line printed).
+TEST(Cli, BenchRejectsBadArgumentsBeforeMeasuring) {
+  TempDir tmp;
+  struct Case {
+    std::string args, message;
+  };
+  const Case cases[] = {
+      {"--filter nosuchkernel", "picks no kernel figure"},
+      {"--no-model --json " + tmp.file("missing/b.json"), "does not exist"},
+      {"--no-model --plot " + tmp.path(), "is a directory"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.args);
+    const auto r = run_k3("bench --quick --reps 1 " + c.args);
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << r.err;
+    EXPECT_EQ(r.out.find("machine:"), std::string::npos) << r.out;
+  }
+}
+
+// --filter takes a part of a group's name or a figure name from a report (its group runs).
+TEST(Cli, BenchFilterTakesFigureNames) {
+  TempDir tmp;
+  const auto r = run_k3("bench --quick --no-model --reps 1 --filter kda_decode_8x32 --json " + tmp.file("b.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(testing::read_file(tmp.file("b.json")));
+  ASSERT_FALSE(j["kernels"].empty());
+  bool decode = false;
+  for (const auto& k : j["kernels"]) {
+    const std::string name = k["name"].get<std::string>();
+    EXPECT_EQ(name.rfind("kda_", 0), 0u) << name;
+    decode = decode || name == "kda_decode_8x32";
+  }
+  EXPECT_TRUE(decode);
+}
+
 TEST(Cli, BenchQuickWritesTheReportContract) {
   for (const char* threads : {"", " --threads 4"}) {
     SCOPED_TRACE(threads);
