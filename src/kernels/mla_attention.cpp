@@ -114,7 +114,7 @@ void attend_range(const float* const* qs, const float* cache, int64_t j0, int64_
 void mla_decode_attention(const float* q, const float* cache, int64_t n, int heads, int lora, int rope, float scale,
                           float* o_lat) {
   const int width = lora + rope;
-  const int64_t tasks = std::max<int64_t>(1, (n + mla_detail::kTaskRows - 1) / mla_detail::kTaskRows);
+  const int64_t rows = mla_detail::task_rows(n), tasks = std::max<int64_t>(1, (n + rows - 1) / rows);
   // q split into contiguous [heads][kSlice] slices (the A operands of the score products).
   const int nslices = (width + kSlice - 1) / kSlice;
   std::vector<std::vector<float>> qslice(nslices);
@@ -129,7 +129,7 @@ void mla_decode_attention(const float* q, const float* cache, int64_t n, int hea
   const int64_t ld_task = static_cast<int64_t>(heads) * width;
   std::vector<float> ml(static_cast<size_t>(tasks) * 2 * heads), os(static_cast<size_t>(tasks * ld_task));
   auto one = [&](int64_t t, int) {
-    attend_range(qs.data(), cache, t * mla_detail::kTaskRows, std::min(n, (t + 1) * mla_detail::kTaskRows), heads,
+    attend_range(qs.data(), cache, t * rows, std::min(n, (t + 1) * rows), heads,
                  width, scale, &ml[t * 2 * heads], &ml[t * 2 * heads + heads], &os[t * ld_task]);
   };
   if (tasks == 1) one(0, 0);

@@ -2,7 +2,7 @@
 // 576-wide key, whose first kv_lora entries are also the value):
 //   s[h, j] = scale * q[h] . cache[j];   p = softmax_j(s[h, :]);   o[h] = sum_j p[h, j] cache[j, :lora]
 // q: [H][lora + rope], cache: [n][lora + rope] (n >= 1), o_lat: [H][lora].  The cache is split
-// into fixed tasks of mla_detail::kTaskRows rows (run over the thread pool), each read once in
+// into fixed tasks of mla_detail::task_rows(n) rows (run over the thread pool), each read once in
 // blocks with an online softmax for all heads; the tasks' partial softmaxes are merged in task
 // order, so the result does not depend on the thread count.  The fast versions
 // (mla_attention_tiles.h) run both products as register-blocked micro-kernels.
@@ -31,7 +31,14 @@ void mla_decode_attention(const float* q, const float* cache, int64_t n, int hea
 
 // Shared by the implementations.
 namespace mla_detail {
-constexpr int64_t kTaskRows = 1024;  // cache rows per task (fixed: results do not depend on threads)
+// Cache rows per task: about 8 tasks in whole 256-row blocks, 256 to 1024 rows.  A function of
+// the context length only, never of the thread count, so results do not depend on the threads;
+// short contexts still spread over the cores (1024 rows per task left a 1k context on one core:
+// k3 bench mla_decode_1k 2.2 GB/s), long ones keep the partial outputs to merge few.
+inline int64_t task_rows(int64_t n) {
+  const int64_t rows = (n / 8 + 255) / 256 * 256;
+  return rows < 256 ? 256 : rows > 1024 ? 1024 : rows;
+}
 // Task t's partial softmax: max m[t*ld_ml + h], sum l[t*ld_ml + h], unnormalised output
 // o[t*ld_task + h*ldo + c]; merged in task order into o_lat [heads][lora].
 void merge_tasks(const float* m, const float* l, int64_t ld_ml, const float* o, int64_t ld_task, int64_t ldo,

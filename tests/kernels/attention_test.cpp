@@ -46,8 +46,9 @@ TEST(Attention, LargeScoresDoNotOverflow) {
 // Absorbed MLA decode (all heads over the latent cache, blocked, split over tasks of cache rows
 // and merged) against a plain fp64 softmax per head, on every ISA.  Shapes: heads not a multiple
 // of the micro-kernel tiles or the vector length, contexts not a multiple of the row block
-// (64) or the task (1024), several tasks, K3's 576 = 512 + 64 latent and odd widths whose value
-// part ends inside a vector (rope 0: the row ends there too).
+// (256) or the task (mla_detail::task_rows: 256-1024 rows), several tasks of several blocks,
+// K3's 576 = 512 + 64 latent and odd widths whose value part ends inside a vector (rope 0: the
+// row ends there too).
 void expect_mla_matches_fp64(int64_t n, int heads, int lora, int rope, uint64_t seed) {
   SCOPED_TRACE(::testing::Message() << "n=" << n << " heads=" << heads << " lora=" << lora << " rope=" << rope);
   Rng rng(seed);
@@ -83,8 +84,21 @@ TEST(MlaDecodeAttention, MatchesPlainSoftmaxPerHead) {
   uint64_t seed = 32;
   for (auto [n, heads, lora, rope] : std::vector<std::tuple<int64_t, int, int, int>>{
            {1, 1, 8, 0}, {5, 3, 16, 4}, {129, 7, 37, 5}, {1100, 4, 24, 8}, {2500, 9, 64, 16}, {3, 5, 19, 0},
-           {65, 17, 40, 24}, {200, 33, 21, 0}, {71, 96, 512, 64}, {1030, 20, 512, 64}})
+           {65, 17, 40, 24}, {200, 33, 21, 0}, {71, 96, 512, 64}, {1030, 20, 512, 64}, {5000, 96, 512, 64}})
     expect_mla_matches_fp64(n, heads, lora, rope, seed++);
+}
+
+// Task sizes depend on the context length only: whole 256-row blocks, 256 to 1024 rows, and a
+// 1k context is split (so decode at short contexts runs on several cores).
+TEST(MlaDecodeAttention, TaskRowsFollowTheContextOnly) {
+  for (int64_t n : {int64_t{1}, int64_t{255}, int64_t{1024}, int64_t{2049}, int64_t{4096}, int64_t{32768}, int64_t{1} << 20}) {
+    const int64_t rows = mla_detail::task_rows(n);
+    EXPECT_EQ(rows % 256, 0) << n;
+    EXPECT_GE(rows, 256) << n;
+    EXPECT_LE(rows, 1024) << n;
+  }
+  EXPECT_EQ(mla_detail::task_rows(1024), 256);  // 4 tasks
+  EXPECT_EQ(mla_detail::task_rows(32768), 1024);  // 32 tasks
 }
 
 // Fixed task boundaries and merge order: the same bits whatever the thread count.
