@@ -113,9 +113,10 @@ double measure_read_gbps_once(ThreadPool& pool, uint64_t bytes) {
 
 double measure_read_gbps_spans(ThreadPool& pool, const std::vector<ByteSpan>& spans) {
   // Pieces of 8 MiB (whole multiples of 256 bytes; the few bytes past the last multiple of a
-  // span are left out of both the read and the count), spread over the threads: long enough for
-  // xor_bytes' four streams to run on (over the same 1680 MiB of bf16 matrices, 1 MiB pieces read
-  // at 57 GB/s while the GEMV itself read them at 63-65), short enough to balance the threads.
+  // span are left out of both the read and the count), spread over the threads: long streams
+  // for xor_bytes (1 MiB pieces made 256 KB ones), short enough to balance the threads.  Without
+  // software prefetch this can still read a GEMV's matrices slower than the GEMV does, so callers
+  // take it as one probe among several.
   constexpr uint64_t kPiece = uint64_t{8} << 20;
   std::vector<ByteSpan> pieces;
   uint64_t total = 0;
