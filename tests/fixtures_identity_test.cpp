@@ -28,3 +28,19 @@ TEST(FixturesIdentity, CopiesMatchSharedFixtures) {
   }
   if (compared == 0) GTEST_SKIP() << "../shared/fixtures not present; nothing to compare";
 }
+
+// And nothing the golden data holds is missing here (a fresh clone must carry every fixture):
+// every folder and file under ../shared/fixtures has its copy.
+TEST(FixturesIdentity, EverySharedFixtureIsCopied) {
+  const fs::path ours = fs::path(k3::testing::fixture_dir(""));
+  const std::string shared_root = k3::testing::shared_fixture_dir("");
+  if (shared_root.empty()) GTEST_SKIP() << "../shared/fixtures not present; nothing to compare";
+  int checked = 0;
+  for (const auto& f : fs::recursive_directory_iterator(shared_root)) {
+    if (!f.is_regular_file()) continue;
+    const fs::path rel = fs::relative(f.path(), shared_root);
+    EXPECT_TRUE(fs::exists(ours / rel)) << rel << " has no copy under " << ours;
+    ++checked;
+  }
+  EXPECT_GT(checked, 0);
+}

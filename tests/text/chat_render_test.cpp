@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <iostream>
+#include <set>
 
 #include "base/error.h"
 #include "text/xtml_renderer.h"
@@ -84,6 +85,42 @@ TEST(ChatRender, AllFixtureCases) {
   EXPECT_EQ(errors, 4);
   std::cout << "[fixture] chat expected.jsonl: " << passed << "/" << cases.size() << " passed (" << errors
             << " rejections); via request: " << request_passed << "/" << via_request << "\n";
+}
+
+// expected_c5d1dd4.jsonl: the same cases rendered by vLLM's condensed copy of encoding_k3.py
+// (informational; fixtures/chat/README.md, "Two encoder copies").  Its attributes are one
+// segment instead of four, so only the text is compared: k3 (which follows the normative copy)
+// must render the same text in every case but the two the README lists as differences, and
+// reject the same four inputs.
+TEST(ChatRender, AgreesWithTheCondensedCopyWhereTheFixturesSay) {
+  const std::vector<ojson> cases = read_jsonl(chat_fixture("cases.jsonl"));
+  const std::vector<ojson> other = read_jsonl(chat_fixture("expected_c5d1dd4.jsonl"));
+  ASSERT_EQ(cases.size(), other.size());
+  const std::set<std::string> differ = {"assistant_name", "tool_results_unresolved_run"};
+  int same = 0, different = 0, rejected = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const ojson& c = cases[i];
+    const ojson& e = other[i];
+    const std::string name = c.at("name").get<std::string>();
+    ASSERT_EQ(e.at("name").get<std::string>(), name);
+    const ChatOptions options = options_from_case(c.at("options"));
+    if (e.contains("error")) {
+      EXPECT_THROW(render_chat(c.at("messages"), c.at("tools"), options), Error) << name;
+      ++rejected;
+      continue;
+    }
+    const std::string text = segments_text(render_chat(c.at("messages"), c.at("tools"), options));
+    if (differ.count(name) != 0) {
+      EXPECT_NE(text, e.at("text").get<std::string>()) << name << ": a documented difference of the condensed copy";
+      ++different;
+    } else {
+      EXPECT_EQ(text, e.at("text").get<std::string>()) << name;
+      ++same;
+    }
+  }
+  EXPECT_EQ(rejected, 4);
+  EXPECT_EQ(different, 2);
+  EXPECT_EQ(same, 45);
 }
 
 TEST(ChatRender, ErrorsNameTheProblem) {
