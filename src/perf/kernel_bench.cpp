@@ -438,7 +438,8 @@ std::vector<BenchResult> run_kernel_benches(ThreadPool& pool, const MachineLimit
                               next = (next + 1) % layers;
                             },
                             own);
-                        BenchResult r = bandwidth_result("mla_decode_" + std::to_string(n / 1024) + "k", static_cast<double>(bytes), t, m);
+                        BenchResult r = bandwidth_result(
+                            "mla_decode_" + (n >= 1024 ? std::to_string(n / 1024) + "k" : std::to_string(n)), static_cast<double>(bytes), t, m);
                         r.note = std::to_string(H) + " heads over a " + std::to_string(width) + "-wide fp32 latent cache, " +
                                  std::to_string(layers) + " layer caches rotated";
                         out.push_back(r);
