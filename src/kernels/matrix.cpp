@@ -2,14 +2,18 @@
 
 namespace k3 {
 
-uint64_t Matrix::bytes() const {
+uint64_t Matrix::data_bytes() const {
   const uint64_t n = static_cast<uint64_t>(rows) * static_cast<uint64_t>(cols);
   switch (format) {
     case WeightFormat::kF32: return n * 4;
     case WeightFormat::kBF16: return n * 2;
-    case WeightFormat::kMxfp4: return n / 2 + n / 32;
+    case WeightFormat::kMxfp4: return n / 2;
   }
   return 0;
+}
+
+uint64_t Matrix::scale_bytes() const {
+  return format == WeightFormat::kMxfp4 ? static_cast<uint64_t>(rows) * static_cast<uint64_t>(cols) / 32 : 0;
 }
 
 Matrix Matrix::row_slice(int64_t r0, int64_t n) const {

@@ -24,8 +24,11 @@ struct Matrix {
   bool scales_zero_free = false;
 
   bool empty() const { return data == nullptr; }
-  // Bytes streamed when the whole matrix is read once (weights + scales).
-  uint64_t bytes() const;
+  // Bytes streamed when the whole matrix is read once (weights + scales): data_bytes() of
+  // `data`, scale_bytes() of `scales` (0 unless kMxfp4).
+  uint64_t bytes() const { return data_bytes() + scale_bytes(); }
+  uint64_t data_bytes() const;
+  uint64_t scale_bytes() const;
   // The sub-matrix of rows [r0, r0 + n).
   Matrix row_slice(int64_t r0, int64_t n) const;
 };

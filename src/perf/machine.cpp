@@ -90,42 +90,12 @@ uint64_t xor_bytes(const uint8_t* p, int64_t n) {
   }
   return x;
 }
-}  // namespace
 
-double measure_read_gbps_once(ThreadPool& pool, uint64_t bytes) {
-  if (bytes == 0) bytes = default_bytes();
-  AlignedBuffer& buf = probe_buffer(pool, bytes);
-  const int64_t n = static_cast<int64_t>(buf.n);
-  std::vector<uint64_t> sink(pool.size()), read(pool.size());
-  const double t0 = now_seconds();
-  pool.parallel_for(n, 1024, [&](int64_t b, int64_t e, int th) {
-    const int64_t bytes = (e - b) * static_cast<int64_t>(sizeof(float)) / 256 * 256;
-    sink[th] ^= xor_bytes(reinterpret_cast<const uint8_t*>(buf.data + b), bytes);
-    read[th] += static_cast<uint64_t>(bytes);
-  });
-  const double dt = now_seconds() - t0;
-  volatile uint64_t keep = sink[0];
-  (void)keep;
+// Reads every piece once with xor_bytes (sizes multiples of 256 bytes), the pieces spread over
+// the pool's threads: GB/s of the whole read.
+double timed_xor_read(ThreadPool& pool, const std::vector<ByteSpan>& pieces) {
   uint64_t total = 0;
-  for (uint64_t r : read) total += r;
-  return static_cast<double>(total) / dt / 1e9;
-}
-
-double measure_read_gbps_spans(ThreadPool& pool, const std::vector<ByteSpan>& spans) {
-  // Pieces of 8 MiB (whole multiples of 256 bytes; the few bytes past the last multiple of a
-  // span are left out of both the read and the count), spread over the threads: long streams
-  // for xor_bytes (1 MiB pieces made 256 KB ones), short enough to balance the threads.  Without
-  // software prefetch this can still read a GEMV's matrices slower than the GEMV does, so callers
-  // take it as one probe among several.
-  constexpr uint64_t kPiece = uint64_t{8} << 20;
-  std::vector<ByteSpan> pieces;
-  uint64_t total = 0;
-  for (const ByteSpan& s : spans)
-    for (uint64_t off = 0; off + 256 <= s.bytes; off += kPiece) {
-      const uint64_t n = std::min(kPiece, s.bytes - off) / 256 * 256;
-      pieces.push_back({static_cast<const uint8_t*>(s.data) + off, n});
-      total += n;
-    }
+  for (const ByteSpan& p : pieces) total += p.bytes;
   if (total == 0) return 0.0;
   std::vector<uint64_t> sink(pool.size());
   const double t0 = now_seconds();
@@ -137,6 +107,36 @@ double measure_read_gbps_spans(ThreadPool& pool, const std::vector<ByteSpan>& sp
   volatile uint64_t keep = sink[0];
   (void)keep;
   return static_cast<double>(total) / dt / 1e9;
+}
+
+}  // namespace
+
+double measure_read_gbps_once(ThreadPool& pool, uint64_t bytes) {
+  if (bytes == 0) bytes = default_bytes();
+  const AlignedBuffer& buf = probe_buffer(pool, bytes);
+  // A few long pieces per thread (4 KB multiples), each read as xor_bytes' four streams.
+  const uint64_t size = buf.n * sizeof(float);
+  const uint64_t parts = 4 * static_cast<uint64_t>(pool.size());
+  std::vector<ByteSpan> pieces;
+  for (uint64_t p = 0; p < parts; ++p) {
+    const uint64_t b = size * p / parts / 4096 * 4096, e = p + 1 == parts ? size / 256 * 256 : size * (p + 1) / parts / 4096 * 4096;
+    if (e > b) pieces.push_back({reinterpret_cast<const uint8_t*>(buf.data) + b, e - b});
+  }
+  return timed_xor_read(pool, pieces);
+}
+
+double measure_read_gbps_spans(ThreadPool& pool, const std::vector<ByteSpan>& spans) {
+  // Pieces of 8 MiB (whole multiples of 256 bytes; the few bytes past the last multiple of a
+  // span are left out of both the read and the count), spread over the threads: long streams
+  // for xor_bytes (1 MiB pieces made 256 KB ones), short enough to balance the threads.  Without
+  // software prefetch this can still read a GEMV's matrices slower than the GEMV does, so callers
+  // take it as one probe among several.
+  constexpr uint64_t kPiece = uint64_t{8} << 20;
+  std::vector<ByteSpan> pieces;
+  for (const ByteSpan& s : spans)
+    for (uint64_t off = 0; off + 256 <= s.bytes; off += kPiece)
+      pieces.push_back({static_cast<const uint8_t*>(s.data) + off, std::min(kPiece, s.bytes - off) / 256 * 256});
+  return timed_xor_read(pool, pieces);
 }
 
 void measure_read_bandwidth(ThreadPool& pool, MachineLimits* out, int reps, uint64_t bytes) {

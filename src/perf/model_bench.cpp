@@ -34,12 +34,8 @@ struct Active {
     if (m.empty()) return;
     bytes += static_cast<double>(m.bytes());
     if (count_params) params += static_cast<double>(params_of(m));
-    if (m.format == WeightFormat::kMxfp4) {
-      spans.push_back({m.data, static_cast<uint64_t>(m.rows * m.cols / 2)});
-      spans.push_back({m.scales, static_cast<uint64_t>(m.rows * m.cols / 32)});
-    } else {
-      spans.push_back({m.data, m.bytes()});
-    }
+    spans.push_back({m.data, m.data_bytes()});
+    if (m.scale_bytes() > 0) spans.push_back({m.scales, m.scale_bytes()});
   }
   void add(const MlpWeights& m) {
     add(m.gate);
