@@ -55,22 +55,26 @@ struct Timed {
   double bw_own = 0;  // fastest streaming read of the kernel's own buffers (0: not probed)
 };
 
-// Runs body `reps` times (after one warm-up), probing bandwidth before and after: the probe
+// Times `reps` passes of `calls` body calls each (after one warm-up pass), as seconds per call:
+// a figure that rotates over many matrices or states times whole passes, so its median, min and
+// max are those of passes over every copy (per-call samples of ~0.1 ms made min and max the
+// outliers of single calls, e.g. one preempted call read as "0.5 GB/s").  Probes bandwidth
+// before and after: the probe
 // buffer (with `probe`) and, when `own` names them, the very bytes the kernel reads.  The VM places buffers in
 // memory of different speed (a GEMV once read its matrices at 65 GB/s while every buffer probe
 // of that run read <= 64, a 103% "ratio"); a read of the same bytes bounds what the kernel can do.
 Timed time_it(ThreadPool& pool, int reps, bool probe, const std::function<void()>& body,
-              const std::vector<ByteSpan>& own = {}) {
+              const std::vector<ByteSpan>& own = {}, int calls = 1) {
   Timed t;
   const bool probe_own = !own.empty();  // also in --quick runs: the own buffers are small there
   if (probe) t.bw_before = measure_read_gbps_once(pool);
-  body();
+  for (int c = 0; c < calls; ++c) body();
   if (probe_own) t.bw_own = measure_read_gbps_spans(pool, own);  // after the warm-up: pages resident
   std::vector<double> v;
   for (int i = 0; i < reps; ++i) {
     const double t0 = now_seconds();
-    body();
-    v.push_back(now_seconds() - t0);
+    for (int c = 0; c < calls; ++c) body();
+    v.push_back((now_seconds() - t0) / calls);
   }
   if (probe_own) t.bw_own = std::max(t.bw_own, measure_read_gbps_spans(pool, own));
   if (probe) t.bw_after = measure_read_gbps_once(pool);
@@ -118,9 +122,9 @@ BenchResult flops_result(const std::string& name, double flops, const Timed& t, 
 // A product's FLOP rate against the fp32 FMA peak: the higher of the machine figure and probes
 // taken right before and after body's runs (a slow spell of the VM cannot inflate the ratio).
 BenchResult fp32_flops_figure(ThreadPool& pool, const MachineLimits& m, const std::string& name, double flops, int reps,
-                              const std::function<void()>& body) {
+                              const std::function<void()>& body, int calls = 1) {
   const double before = measure_fp32_peak_once(pool);
-  const Timed t = time_it(pool, reps, false, body);
+  const Timed t = time_it(pool, reps, false, body, {}, calls);
   const double peak = std::max({m.fp32_gflops, before, measure_fp32_peak_once(pool)});
   BenchResult r = flops_result(name, flops, t, peak,
                                "fp32 FMA peak " + std::to_string(static_cast<int>(peak + 0.5)) +
@@ -168,13 +172,13 @@ BenchResult bench_bf16_gemv(ThreadPool& pool, const MachineLimits& m, int64_t ro
   std::vector<ByteSpan> own;
   for (const std::vector<uint16_t>& wi : w) own.push_back({wi.data(), bytes});
   const Timed t = time_it(
-      pool, reps * copies, !quick,
+      pool, reps, !quick,
       [&] {
         Matrix mat{WeightFormat::kBF16, rows, cols, w[next].data(), nullptr};
         next = (next + 1) % copies;
         linear(mat, x.data(), 1, y.data());
       },
-      own);
+      own, copies);
   BenchResult r = bandwidth_result("bf16_gemv_" + std::to_string(rows) + "x" + std::to_string(cols), static_cast<double>(bytes), t, m);
   r.note = std::to_string(copies) + " matrices rotated (" + std::to_string(copies * bytes >> 20) + " MiB)";
   return r;
@@ -217,12 +221,12 @@ BenchResult bench_mxfp4_gemv(ThreadPool& pool, const MachineLimits& m, int64_t r
     own.push_back({ex.scales[e].data(), ex.scales[e].size()});
   }
   const Timed t = time_it(
-      pool, reps * experts, !quick,
+      pool, reps, !quick,
       [&] {
         linear(ex.matrix(next), x.data(), 1, y.data());
         next = (next + 1) % experts;
       },
-      own);
+      own, experts);
   BenchResult r = bandwidth_result("mxfp4_gemv_" + which + "_" + std::to_string(rows) + "x" + std::to_string(cols),
                                    static_cast<double>(bytes), t, m);
   r.note = std::to_string(experts) + " experts rotated";
@@ -240,10 +244,12 @@ BenchResult bench_mxfp4_gemm(ThreadPool& pool, const MachineLimits& m, const Mxf
   int next = 0;
   BenchResult r = fp32_flops_figure(
       pool, m, "mxfp4_gemm_" + which + "_" + std::to_string(ex.rows) + "x" + std::to_string(ex.cols) + "_n" + std::to_string(n),
-      2.0 * ex.rows * ex.cols * n, reps * experts, [&] {
+      2.0 * ex.rows * ex.cols * n, reps,
+      [&] {
         linear(ex.matrix(next), x.data(), n, y.data());
         next = (next + 1) % experts;
-      });
+      },
+      experts);
   r.note = std::to_string(experts) + " experts rotated; prefill's expert products";
   return r;
 }
@@ -405,12 +411,12 @@ std::vector<BenchResult> run_kernel_benches(ThreadPool& pool, const MachineLimit
                       std::vector<ByteSpan> own;
                       for (const KdaData& st : steps) own.push_back({st.state.data(), st.state.size() * sizeof(float)});
                       const Timed td = time_it(
-                          pool, reps * layers, !q,
+                          pool, reps, !q,
                           [&] {
                             run_kda(pool, steps[next], false);
                             next = (next + 1) % layers;
                           },
-                          own);
+                          own, layers);
                       BenchResult dres = bandwidth_result("kda_decode_" + std::to_string(H) + "x" + std::to_string(D),
                                                           2.0 * H * D * D * 4, td, m);
                       dres.note = "state read + written once per token; " + std::to_string(layers) + " layer states rotated";
@@ -432,12 +438,12 @@ std::vector<BenchResult> run_kernel_benches(ThreadPool& pool, const MachineLimit
                         std::vector<ByteSpan> own;
                         for (const AlignedVector<float>& c : caches) own.push_back({c.data(), bytes});
                         const Timed t = time_it(
-                            pool, reps * layers, !q,
+                            pool, reps, !q,
                             [&] {
                               mla_decode_attention(qv.data(), caches[next].data(), n, H, lora, rope, 0.0721f, o.data());
                               next = (next + 1) % layers;
                             },
-                            own);
+                            own, layers);
                         BenchResult r = bandwidth_result(
                             "mla_decode_" + (n >= 1024 ? std::to_string(n / 1024) + "k" : std::to_string(n)), static_cast<double>(bytes), t, m);
                         r.note = std::to_string(H) + " heads over a " + std::to_string(width) + "-wide fp32 latent cache, " +
