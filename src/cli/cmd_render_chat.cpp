@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "cli/commands.h"
 #include "io/checkpoint.h"
+#include "text/py_json.h"
 #include "text/tokenizer.h"
 #include "text/xtml_renderer.h"
 
@@ -29,6 +30,8 @@ void add_render_chat_command(CLI::App& app, Runner& run) {
     run = [a]() {
       K3_CHECK(!(a->ids && a->segments), "give --ids or --segments, not both");
       const std::string body_text = a->request == "-" ? read_stdin() : read_text_file(a->request);
+      K3_CHECK(!json_nests_deeper_than(body_text), a->request, ": JSON nests arrays or objects more than ", kMaxJsonDepth,
+               " levels deep");
       ojson body;
       try {
         body = ojson::parse(body_text);

@@ -21,6 +21,7 @@
 #include "server/server.h"
 #include "server/web_assets.h"
 #include "text/chat_output_parser.h"
+#include "text/py_json.h"
 #include "text/stream_decoder.h"
 
 namespace k3::server {
@@ -42,6 +43,9 @@ void send_error(httplib::Response& res, int status, const std::string& message, 
 }
 
 ojson parse_body(const httplib::Request& req) {
+  if (json_nests_deeper_than(req.body))
+    throw ApiError(400, cat("the request body nests arrays or objects more than ", kMaxJsonDepth, " levels deep"), "",
+                   "invalid_json");
   ojson body;
   try {
     body = ojson::parse(req.body);

@@ -120,7 +120,27 @@ std::string py_json_dumps(const ojson& value, const PyJsonStyle& style) {
   return out;
 }
 
+bool json_nests_deeper_than(std::string_view text, int max_depth) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;  // the escaped character cannot end the string
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) return true;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return false;
+}
+
 std::optional<ojson> py_json_loads(std::string_view text) {
+  if (json_nests_deeper_than(text)) return std::nullopt;
   ojson v = ojson::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (v.is_discarded()) return std::nullopt;
   return v;

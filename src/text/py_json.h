@@ -33,7 +33,17 @@ inline constexpr PyJsonStyle kPyJsonCompactSorted{",", ":", true};
 
 std::string py_json_dumps(const ojson& value, const PyJsonStyle& style = kPyJsonDefault);
 std::string py_float_repr(double value);
-// nullopt when `text` is not one JSON value.
+// nullopt when `text` is not one JSON value, or nests deeper than kMaxJsonDepth.
 std::optional<ojson> py_json_loads(std::string_view text);
+
+// The deepest nesting of arrays and objects k3 accepts in JSON from a request or from model
+// output.  Everything downstream (the Python-style dump above, the schema compiler, the chat
+// renderer) recurses once per level, so a 100 KB body of nested '[' would otherwise overflow the
+// stack; no real tool schema, argument or request comes near this.
+inline constexpr int kMaxJsonDepth = 256;
+// Whether `text` nests arrays / objects deeper than max_depth: a scan that skips string
+// contents (escapes included) and stops at the first level past the limit; it does not check
+// that the text is valid JSON (the parser does that).
+bool json_nests_deeper_than(std::string_view text, int max_depth = kMaxJsonDepth);
 
 }  // namespace k3

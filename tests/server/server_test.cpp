@@ -96,6 +96,13 @@ TEST(Server, ErrorEnvelopes) {
   httplib::Client cli = client(main_server());
   expect_envelope(post_raw(cli, "/v1/chat/completions", "{\"messages\": [", "application/json"), 400, "not valid JSON");
   expect_envelope(post_raw(cli, "/v1/chat/completions", "[1, 2]", "application/json"), 400, "JSON object");
+  // 50k nested arrays (100 KB) as the tools: refused up front; they used to crash the server
+  // (stack overflow in the recursive tool-declaration dump).
+  expect_envelope(post_raw(cli, "/v1/chat/completions",
+                           R"({"messages": [{"role": "user", "content": "hi"}], "tools": )" + std::string(50000, '[') +
+                               std::string(50000, ']') + "}",
+                           "application/json"),
+                  400, "levels deep");
   ojson b = chat_body("hi");
   b["messages"] = "hello";
   expect_envelope(post(cli, "/v1/chat/completions", b), 400, "messages must be an array");

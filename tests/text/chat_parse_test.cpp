@@ -197,6 +197,18 @@ TEST(ChatParseAdversarial, ArgumentsThatAreNotJson) {
   EXPECT_TRUE(ojson::parse(m.tool_calls[0].arguments).is_object());
 }
 
+TEST(ChatParseAdversarial, DeeplyNestedArgumentStaysAString) {
+  // A model that emits 100k '[' as an array argument: the value is kept as its raw text (it used
+  // to be parsed and re-dumped recursively, overflowing the stack).
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const ParsedChatMessage m = parse(
+      "<|close|>think<|sep|><|open|>response<|sep|><|close|>response<|sep|><|open|>tools<|sep|>"
+      "<|open|>call tool=\"f\" index=\"1\"<|sep|><|open|>argument key=\"a\" type=\"array\"<|sep|>" +
+      deep + "<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|><|end_of_msg|>");
+  ASSERT_EQ(m.tool_calls.size(), 1u);
+  EXPECT_EQ(m.tool_calls[0].arguments, "{\"a\": \"" + deep + "\"}");
+}
+
 TEST(ChatParseAdversarial, SpecialTokensInsideContent) {
   const ParsedChatMessage m = parse(
       "<|close|>think<|sep|><|open|>response<|sep|>see <|media_pad|> and <|sep|> here<|close|>response<|sep|>"

@@ -49,5 +49,25 @@ TEST(PyJson, LoadsKeepsOrderAndLastDuplicate) {
   EXPECT_TRUE(py_json_loads("  [1]  ").has_value());
 }
 
+TEST(PyJson, NestingDepthScanSkipsStrings) {
+  EXPECT_FALSE(json_nests_deeper_than("[[1]]", 2));
+  EXPECT_TRUE(json_nests_deeper_than("[[[1]]]", 2));
+  EXPECT_TRUE(json_nests_deeper_than("{\"a\": {\"b\": [0]}}", 2));
+  // Brackets and escaped quotes inside strings are not nesting.
+  EXPECT_FALSE(json_nests_deeper_than(R"(["[[[[", "\"[[[[\"", {"k": "{{{{"}])", 2));
+  EXPECT_TRUE(json_nests_deeper_than(R"(["\\", [[0]]])", 2));  // an escaped backslash ends before the quote
+  // Siblings do not add up.
+  EXPECT_FALSE(json_nests_deeper_than("[[0], [0], [0], {\"a\": 0}]", 2));
+}
+
+TEST(PyJson, LoadsRefusesNestingPastTheLimit) {
+  const std::string ok = std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']');
+  EXPECT_TRUE(py_json_loads(ok).has_value());
+  // 100k levels (a 200 KB text) used to reach the recursive dump and overflow the stack.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  EXPECT_FALSE(py_json_loads(deep).has_value());
+  EXPECT_FALSE(py_json_loads("[" + ok + "]").has_value());
+}
+
 }  // namespace
 }  // namespace k3
