@@ -145,7 +145,7 @@ ChatReply ChatSession::send(const std::string& user_text, const std::function<vo
   try {
     generated = generate(model_, state_, todo, gopt, [&](int32_t tok) {
       stopped = std::find(gopt.stop_tokens.begin(), gopt.stop_tokens.end(), tok) != gopt.stop_tokens.end();
-      ChatDelta d = parser.feed_token(tok);
+      ChatDelta d = stopped ? parser.feed_stop_token(tok) : parser.feed_token(tok);
       if (on_delta && !d.empty()) on_delta(d);
       return true;
     });

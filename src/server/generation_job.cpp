@@ -92,11 +92,11 @@ struct GenerationJob::Output {
     if (stop_hit()) return piece;
     ++completion_tokens;
     piece.ids.push_back(tok);
+    const bool is_stop = std::find(stop_tokens.begin(), stop_tokens.end(), tok) != stop_tokens.end();
     if (endpoint == Endpoint::kChat) {
       track_think(tok);
-      chat_delta(parser->feed_token(tok), piece);
+      chat_delta(is_stop ? parser->feed_stop_token(tok) : parser->feed_token(tok), piece);
     } else {
-      const bool is_stop = std::find(stop_tokens.begin(), stop_tokens.end(), tok) != stop_tokens.end();
       if (is_stop || (skip_special && tokenizer.is_special(tok))) {
         piece.text = stop_t.push(decoder.flush());
       } else {

@@ -374,6 +374,12 @@ ChatDelta ChatOutputParser::feed_token(int32_t id) {
   return feed_text(tokenizer_->token_bytes(id));
 }
 
+ChatDelta ChatOutputParser::feed_stop_token(int32_t id) {
+  K3_CHECK(tokenizer_ != nullptr, "ChatOutputParser::feed_stop_token needs a tokenizer");
+  if (tokenizer_->is_special(id) && tokenizer_->token_bytes(id) == kXtmlEndOfMsg) return feed_token(id);
+  return feed_special(kXtmlEndOfMsg);
+}
+
 ChatDelta ChatOutputParser::feed_special(std::string_view token) {
   machine_->text(decoder_.flush());
   machine_->special(token);

@@ -93,6 +93,9 @@ class ChatOutputParser {
   ~ChatOutputParser();
 
   ChatDelta feed_token(int32_t id);
+  // The stop token that ended generation: <|end_of_msg|> as itself; any other (e.g. [EOS]) ends
+  // the message the same way, and its text never reaches the content.
+  ChatDelta feed_stop_token(int32_t id);
   // A special token by its text ("<|open|>", "<|close|>", "<|sep|>", "<|end_of_msg|>", or any other).
   ChatDelta feed_special(std::string_view token);
   ChatDelta feed_text(std::string_view text);

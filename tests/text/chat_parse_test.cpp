@@ -141,6 +141,37 @@ TEST(ChatParse, FixtureCompletionsAsTokenIds) {
   EXPECT_EQ(passed, 23);
 }
 
+TEST(ChatParse, StopTokenOtherThanEndOfMessageNeverReachesTheContent) {
+  testing::TempDir dir;
+  write_synth_tokenizer(dir.path(), 2048);
+  const Tokenizer tok = Tokenizer::from_model_dir(dir.path());
+  const std::optional<int32_t> eos = tok.special_id("[EOS]");
+  ASSERT_TRUE(eos.has_value());
+  ChatParserOptions o;
+  o.thinking = false;
+  // A reply that ends with [EOS] instead of closing the message: the text so far, no "[EOS]".
+  ChatOutputParser p(o, &tok);
+  for (int32_t id : tok.encode("hello", /*allow_special=*/true)) p.feed_token(id);
+  p.feed_stop_token(*eos);
+  const ParsedChatMessage m = p.finish();
+  EXPECT_EQ(m.content, "hello");
+  EXPECT_TRUE(m.degraded);  // the message was cut short
+  // Fed as an ordinary token, the same id is literal text (what the chat paths used to do).
+  ChatOutputParser q(o, &tok);
+  for (int32_t id : tok.encode("hello", /*allow_special=*/true)) q.feed_token(id);
+  q.feed_token(*eos);
+  EXPECT_EQ(q.finish().content, "hello[EOS]");
+  // <|end_of_msg|> as the stop token is itself.
+  ChatOutputParser r(o, &tok);
+  const std::vector<int32_t> ids =
+      tok.encode("hi<|close|>response<|sep|><|close|>message<|sep|><|end_of_msg|>", true);
+  for (size_t i = 0; i + 1 < ids.size(); ++i) r.feed_token(ids[i]);
+  r.feed_stop_token(ids.back());
+  const ParsedChatMessage rm = r.finish();
+  EXPECT_EQ(rm.content, "hi");
+  EXPECT_FALSE(rm.degraded);
+}
+
 ParsedChatMessage parse(const std::string& text, bool thinking = true, bool tools = true) {
   ChatParserOptions o;
   o.thinking = thinking;
