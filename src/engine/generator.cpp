@@ -55,6 +55,7 @@ std::vector<int32_t> generate(const Model& model, SequenceState& state, const st
   std::vector<float> logits;
   prefill(model, state, prompt, options.prefill_chunk, options.prompt_embeddings, false, &logits);
   std::vector<int32_t> out;
+  if (state.position() >= state.max_tokens()) return out;  // a prompt that fills the context: no room
   while (static_cast<int>(out.size()) < options.max_tokens) {
     const float* last = logits.data() + logits.size() - vocab;
     if (options.on_logits) options.on_logits(std::span<const float>(last, static_cast<size_t>(vocab)));
@@ -63,7 +64,7 @@ std::vector<int32_t> generate(const Model& model, SequenceState& state, const st
     if (on_token && !on_token(tok)) break;
     if (std::find(options.stop_tokens.begin(), options.stop_tokens.end(), tok) != options.stop_tokens.end()) break;
     if (static_cast<int>(out.size()) == options.max_tokens) break;
-    if (state.position() >= state.max_tokens()) break;  // context full
+    if (state.full_with_sampled_token()) break;
     logits.clear();
     SequenceInput in{&state, std::span<const int32_t>(&out.back(), 1), false};
     model.forward(std::span<const SequenceInput>(&in, 1), &logits);

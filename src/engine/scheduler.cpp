@@ -88,7 +88,9 @@ void Scheduler::shutdown() {
 int64_t Scheduler::context_tokens(const Request& r) const {
   const int64_t ctx = options_.max_context > 0 ? options_.max_context : model_.text().max_position_embeddings;
   if (r.max_tokens <= 0) return ctx;
-  return std::min(ctx, static_cast<int64_t>(r.prompt.size()) + r.max_tokens);
+  // (max_tokens capped first: a client's 2^63 - 1 overflowed the sum, which then escaped both the
+  // context and the memory budget.)
+  return std::min(ctx, static_cast<int64_t>(r.prompt.size()) + std::min(r.max_tokens, ctx));
 }
 
 uint64_t Scheduler::sequence_bytes(int64_t tokens) const {
@@ -381,7 +383,7 @@ void Scheduler::step() {
       done.push_back({s, {FinishReason::kCancelled, ""}});
     else if (std::find(r.stop_tokens.begin(), r.stop_tokens.end(), tok) != r.stop_tokens.end())
       done.push_back({s, {FinishReason::kStop, ""}});
-    else if ((r.max_tokens > 0 && s->generated >= r.max_tokens) || s->state.position() >= s->state.max_tokens())
+    else if ((r.max_tokens > 0 && s->generated >= r.max_tokens) || s->state.full_with_sampled_token())
       done.push_back({s, {FinishReason::kLength, ""}});
     else
       s->last = tok;

@@ -35,6 +35,9 @@ class SequenceState {
   void assign_contents(const SequenceState& other);
   int64_t position() const { return position_; }
   int64_t max_tokens() const { return max_tokens_; }
+  // Whether a token just sampled from this state fills the context: it is token position() + 1,
+  // and prompt + output may hold at most max_tokens() tokens, so generation stops there.
+  bool full_with_sampled_token() const { return position_ + 1 >= max_tokens_; }
   // Bytes currently held (states + caches).
   uint64_t bytes() const;
 

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <future>
+#include <limits>
 #include <numeric>
 #include <memory>
 
@@ -504,6 +505,33 @@ TEST_F(SchedulerTest, MemoryBudgetMakesRequestsWait) {
   expect_lone_results(batch, [&](const Request& r) { return lone(r, two.prefill_chunk); });
   EXPECT_LE(most_running, 2);
   EXPECT_GE(most_running, 1);
+}
+
+// Prompt + output never exceed the context: a 10-token prompt in a 16-token context gets 6
+// tokens, whatever max_tokens asks (2^63 - 1 used to overflow the reservation and run on to the
+// model's full length), and a lone generate() stops at the same count.
+TEST_F(SchedulerTest, PromptPlusOutputFitTheContext) {
+  SchedulerOptions o;
+  o.max_batch = 2;
+  o.max_context = 16;
+  Scheduler sched(*model_, o);
+  for (int64_t max_tokens : {int64_t{100}, std::numeric_limits<int64_t>::max()}) {
+    SCOPED_TRACE(max_tokens);
+    Stream run;
+    Request r = make_request(prompt(10, 31), max_tokens, run);
+    EXPECT_EQ(sched.context_tokens(r), 16);
+    sched.submit(r);
+    const RequestResult res = run.result.get();
+    EXPECT_EQ(res.reason, FinishReason::kLength);
+    EXPECT_EQ(res.completion_tokens, 6);
+    EXPECT_EQ(run.tokens.size(), 6u);
+  }
+  SequenceState st = model_->new_sequence(16);
+  GenerateOptions g;
+  g.max_tokens = 100;
+  EXPECT_EQ(generate(*model_, st, prompt(10, 31), g).size(), 6u);
+  SequenceState full = model_->new_sequence(16);
+  EXPECT_TRUE(generate(*model_, full, prompt(16, 32), g).empty());  // no room left for output
 }
 
 // Prefills `tokens` into `st` in chunks of `chunk` (as a lone run does); the last logits.
