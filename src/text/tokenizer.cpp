@@ -94,27 +94,28 @@ void Tokenizer::encode_append(std::string_view text, bool allow_special, std::ve
     sanitized = utf8::sanitize(text);
     text = sanitized;
   }
-  if (kimi_chunking_) {
-    for_each_kimi_chunk(text, [&](std::string_view chunk) { encode_chunk(chunk, allow_special, out); });
-  } else {
-    encode_chunk(text, allow_special, out);
-  }
-}
-
-void Tokenizer::encode_chunk(std::string_view text, bool allow_special, std::vector<int32_t>& out) const {
+  auto ordinary = [&](std::string_view t) {
+    if (kimi_chunking_)
+      for_each_kimi_chunk(t, [&](std::string_view chunk) { encode_ordinary(chunk, out); });
+    else
+      encode_ordinary(t, out);
+  };
   if (!allow_special || specials_.empty()) {
-    encode_ordinary(text, out);
+    ordinary(text);
     return;
   }
+  // Special tokens first, then the chunking of the text between them: chunking first cut a long
+  // run of specials (an image's 2,000 "<|media_pad|>", 26,000 characters without a space) inside
+  // one of them, which then came out as ordinary tokens.
   size_t pos = 0;
   while (pos < text.size()) {
     const std::optional<SpecialMatch> m = specials_.find(text, pos);
     if (!m) break;
-    encode_ordinary(text.substr(pos, m->pos - pos), out);
+    ordinary(text.substr(pos, m->pos - pos));
     out.push_back(m->id);
     pos = m->pos + m->len;
   }
-  encode_ordinary(text.substr(pos), out);
+  ordinary(text.substr(pos));
 }
 
 void Tokenizer::encode_ordinary(std::string_view text, std::vector<int32_t>& out) const {

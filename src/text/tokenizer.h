@@ -62,7 +62,6 @@ class Tokenizer {
   int32_t vocab_size() const { return vocab_size_; }
 
  private:
-  void encode_chunk(std::string_view text, bool allow_special, std::vector<int32_t>& out) const;
   void encode_ordinary(std::string_view text, std::vector<int32_t>& out) const;
 
   BpeRanks ranks_;

@@ -100,6 +100,22 @@ TEST(Tokenizer, KimiChunkingCutsLongRuns) {
                                                   cl100k().encode(std::string(5000, ' ') + "x")));
 }
 
+TEST(Tokenizer, KimiChunkingNeverCutsASpecialToken) {
+  // 3,000 "<|media_pad|>" (39,000 characters, no space) with specials allowed: 3,000 pad ids.
+  // The chunking ran over the whole text first and cut a pad at character 25,000, so an image of
+  // ~1,900+ tokens came out with ordinary tokens in its pad run.
+  const Tokenizer& t = k3_on_cl100k();
+  const int32_t pad = *t.special_id("<|media_pad|>");
+  std::string pads;
+  for (int i = 0; i < 3000; ++i) pads += "<|media_pad|>";
+  EXPECT_EQ(t.encode(pads, true), std::vector<int32_t>(3000, pad));
+  // The text between specials is still chunked as before.
+  const std::string word(25001, 'q');
+  EXPECT_EQ(t.encode("<|open|>" + word + "<|sep|>", true),
+            concat(concat(concat({*t.special_id("<|open|>")}, t.encode(word)), {}), {*t.special_id("<|sep|>")}));
+  EXPECT_EQ(t.encode(word, true), t.encode(word));
+}
+
 TEST(Tokenizer, RankFileErrorsNameTheFile) {
   try {
     BpeRanks::parse_tiktoken("YQ== 0\nYg== 0\n", "dup.tiktoken");
