@@ -1,6 +1,7 @@
 #include "server/generation_params.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <random>
 
@@ -28,10 +29,18 @@ std::optional<bool> get_bool(const ojson& body, const char* field) {
 std::optional<int64_t> get_int(const ojson& body, const char* field) {
   if (!present(body, field)) return std::nullopt;
   const ojson& v = body[field];
+  // (An unsigned value past 2^63 - 1 used to wrap: 18446744073709551615 became -1, and a top_k
+  // of that size "no limit".)
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+    bad(field, cat(field, " is too large (got ", v.get<uint64_t>(), ")"));
   if (v.is_number_integer()) return v.get<int64_t>();
-  // 16.0 is accepted as 16 (JavaScript clients send whole floats), 16.5 is not.
-  if (v.is_number_float() && v.get<double>() == static_cast<double>(static_cast<int64_t>(v.get<double>())))
-    return static_cast<int64_t>(v.get<double>());
+  // 16.0 is accepted as 16 (JavaScript clients send whole floats), 16.5 is not; the range check
+  // comes first, as converting a double beyond int64 is undefined.
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (!(std::fabs(d) < 9.2e18)) bad(field, cat(field, " is too large (got ", d, ")"));
+    if (d == std::trunc(d)) return static_cast<int64_t>(d);
+  }
   bad(field, cat(field, " must be an integer"));
 }
 
@@ -155,6 +164,9 @@ GenerationParams parse_generation_params(const ojson& body, Endpoint endpoint) {
     if (present(body, "logprobs")) g.top_logprobs = top_count("logprobs");
     if (get_bool(body, "echo").value_or(false)) unsupported("echo", "the prompt is not echoed");
     if (present(body, "suffix")) unsupported("suffix", "insertion (suffix) is not supported");
+    // Chat-only fields were silently ignored here.
+    for (const char* f : {"response_format", "tools", "tool_choice", "messages"})
+      if (present(body, f)) unsupported(f, cat(f, " belongs to /v1/chat/completions; /v1/completions takes a prompt"));
     g.return_token_ids = get_bool(body, "return_token_ids").value_or(false);
     g.skip_special_tokens = get_bool(body, "skip_special_tokens").value_or(false);
   }
@@ -163,9 +175,10 @@ GenerationParams parse_generation_params(const ojson& body, Endpoint endpoint) {
     if (!lb.is_object()) bad("logit_bias", "logit_bias must be an object of token id -> bias");
     if (lb.size() > 1024) bad("logit_bias", cat("logit_bias holds ", lb.size(), " tokens; at most 1024 are allowed"));
     for (const auto& [key, value] : lb.items()) {
-      char* end = nullptr;
-      const long long id = std::strtoll(key.c_str(), &end, 10);
-      if (key.empty() || *end != '\0' || id < 0 || id > (1ll << 30))
+      // Decimal digits only (strtoll alone took " +5" as token 5).
+      const bool digits = !key.empty() && key.size() <= 10 && key.find_first_not_of("0123456789") == std::string::npos;
+      const long long id = digits ? std::strtoll(key.c_str(), nullptr, 10) : -1;
+      if (!digits || id > (1ll << 30))
         bad("logit_bias", cat("logit_bias keys must be token ids (got '", key, "')"));
       if (!value.is_number() || !(std::abs(value.get<double>()) <= 100.0))
         bad("logit_bias", cat("logit_bias values must be numbers in [-100, 100] (token ", key, ")"));

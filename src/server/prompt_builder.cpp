@@ -8,6 +8,7 @@
 #include "text/xtml_renderer.h"
 #include "text/xtml_writer.h"
 #include "vision/image_decode.h"
+#include "vision/preprocess.h"
 
 namespace k3::server {
 namespace {
@@ -84,6 +85,34 @@ void check_prompt_fits(const EngineHost& host, const PreparedPrompt& p, const ch
                    param, "context_length_exceeded");
 }
 
+namespace {
+
+// Every tool is {"type": "function", "function": {"name": string, "parameters"?: object, ...}},
+// and a tool_choice that requires a call has tools to call (a malformed tool used to be skipped
+// and "required" without tools ignored, both silently).
+void check_tools(const ojson& tools, const ojson& tool_choice) {
+  const size_t n = tools.is_array() ? tools.size() : 0;
+  for (size_t i = 0; i < n; ++i) {
+    const ojson& t = tools[i];
+    const std::string where = cat("tools[", i, "]");
+    if (!t.is_object()) throw ApiError(400, cat(where, " must be an object"), "tools");
+    if (!t.contains("type") || t["type"] != "function")
+      throw ApiError(400, cat(where, ".type must be \"function\""), "tools");
+    if (!t.contains("function") || !t["function"].is_object())
+      throw ApiError(400, cat(where, ".function must be an object"), "tools");
+    const ojson& fn = t["function"];
+    if (!fn.contains("name") || !fn["name"].is_string() || fn["name"].get_ref<const std::string&>().empty())
+      throw ApiError(400, cat(where, ".function.name must be a non-empty string"), "tools");
+    if (fn.contains("parameters") && !fn["parameters"].is_null() && !fn["parameters"].is_object())
+      throw ApiError(400, cat(where, ".function.parameters must be a JSON schema object"), "tools");
+  }
+  const bool required = (tool_choice.is_string() && tool_choice == "required") || tool_choice.is_object();
+  if (required && n == 0)
+    throw ApiError(400, "tool_choice asks for a tool call but the request has no tools", "tool_choice");
+}
+
+}  // namespace
+
 PreparedChat prepare_chat(const EngineHost& host, const ojson& body, const ImageLimits& limits, bool check_fit) {
   ChatRequest req;
   try {
@@ -94,6 +123,14 @@ PreparedChat prepare_chat(const EngineHost& host, const ojson& body, const Image
     throw ApiError(400, e.what());
   }
   if (req.messages.empty()) throw ApiError(400, "messages must not be empty", "messages");
+  // Checked here whether or not thinking is on (the renderer only reads it when it is), and
+  // reported under its own name.
+  if (body.contains("reasoning_effort") && body["reasoning_effort"].is_string()) {
+    const std::string& e = body["reasoning_effort"].get_ref<const std::string&>();
+    if (e != "low" && e != "high" && e != "max")
+      throw ApiError(400, cat("reasoning_effort '", e, "' is not supported (expected low, high or max)"),
+                     "reasoning_effort");
+  }
   PreparedChat out;
   const std::vector<Image> images = collect_images(req.messages, limits);
   EncodedImages encoded;
@@ -102,6 +139,18 @@ PreparedChat prepare_chat(const EngineHost& host, const ojson& body, const Image
       throw ApiError(400, cat("the model '", host.options().served_name,
                               "' has no vision tower; image_url content parts are not supported"),
                      "messages", "images_not_supported");
+    if (check_fit) {
+      // The images' token counts follow from their sizes alone: refuse before the tower runs (a
+      // 4095 x 4095 upload took ~84 s of encoding only to fail the context check afterwards).
+      int64_t image_tokens = 0;
+      for (const Image& im : images)
+        image_tokens += navit_resize_geometry(im.width, im.height, host.vision()->media_config()).num_tokens;
+      const int64_t ctx = host.context_tokens();
+      if (image_tokens >= ctx)
+        throw ApiError(400, cat("the images alone take ", image_tokens, " tokens; this model's context is ", ctx,
+                                " tokens (prompt + output); send smaller or fewer images"),
+                       "messages", "context_length_exceeded");
+    }
     encoded = host.vision()->encode_images(images);
     std::vector<std::string> texts;
     for (const MediaPrompt& m : encoded.prompts) texts.push_back(m.text);
@@ -125,15 +174,14 @@ PreparedChat prepare_chat(const EngineHost& host, const ojson& body, const Image
   }
   out.parser = chat_parser_options(req);
   const ojson& tc = req.options.tool_choice;
+  check_tools(req.tools, tc);
   if (out.parser.parse_tools && req.tools.is_array()) {
     // Each tool with its compiled parameters: a forced call's arguments then satisfy them.  A
     // schema outside the supported subset leaves that tool's arguments free, unless the tool
     // asks for "strict" (then the request is refused, naming the keyword).
     std::vector<ForcedTool> tools;
     for (size_t i = 0; i < req.tools.size(); ++i) {
-      const ojson& t = req.tools[i];
-      if (!t.contains("function") || !t["function"].contains("name") || !t["function"]["name"].is_string()) continue;
-      const ojson& fn = t["function"];
+      const ojson& fn = req.tools[i]["function"];  // (check_tools: an object with a string name)
       std::shared_ptr<const CompiledSchema> params;
       if (fn.contains("parameters") && fn["parameters"].is_object()) {
         try {

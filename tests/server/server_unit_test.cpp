@@ -146,6 +146,23 @@ TEST(GenerationParams, ReadsAndChecksFields) {
   EXPECT_NO_THROW(check_model_field(ojson::object(), "m"));
 }
 
+TEST(GenerationParams, RefusesWhatUsedToSlipThrough) {
+  // Integers past 2^63 - 1 wrapped (max_tokens "-1", top_k "no limit"); huge floats were an
+  // undefined conversion.
+  expect_rejected(ojson::parse(R"({"max_tokens": 18446744073709551615})"), Endpoint::kChat, "max_tokens");
+  expect_rejected(ojson::parse(R"({"top_k": 18446744073709551615})"), Endpoint::kChat, "top_k");
+  expect_rejected(ojson::parse(R"({"max_tokens": 1e300})"), Endpoint::kChat, "max_tokens");
+  EXPECT_EQ(parse_generation_params(ojson::parse(R"({"max_tokens": 9223372036854775807})"), Endpoint::kChat).max_tokens,
+            INT64_MAX);
+  // logit_bias keys are decimal digits only (" +5" was token 5).
+  for (const char* key : {" +5", "+5", "5 ", "0x5", "99999999999"})
+    expect_rejected({{"logit_bias", {{key, 1}}}}, Endpoint::kChat, "logit_bias");
+  EXPECT_EQ(parse_generation_params({{"logit_bias", {{"007", 1}}}}, Endpoint::kChat).sampling.logit_bias.at(0).first, 7);
+  // Chat-only fields on /v1/completions were ignored.
+  for (const char* f : {"response_format", "tools", "tool_choice", "messages"})
+    expect_rejected({{"prompt", "x"}, {f, ojson::object()}}, Endpoint::kCompletion, f);
+}
+
 TEST(ApiError, EnvelopeHasExactlyTheFourFields) {
   const ojson e = error_envelope(400, "bad", "temperature", "");
   EXPECT_EQ(e.dump(), R"({"error":{"message":"bad","type":"invalid_request_error","param":"temperature","code":null}})");

@@ -1,0 +1,122 @@
+// `k3 serve` against requests that used to be mishandled, each checked end to end over HTTP on
+// the synthetic tiny model (with its vision tower) and a 512-token context: stop tokens in chat
+// content, the context bound (prompt + output), a 2^63 - 1 max_tokens, malformed tools and
+// tool_choice, reasoning_effort with thinking off, and an image too large for the context.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "server_test_util.h"
+
+namespace k3::testing {
+namespace {
+
+constexpr int64_t kCtx = 512;
+
+const ServerProcess& server() {
+  static std::unique_ptr<ServerProcess> s = std::make_unique<ServerProcess>(std::vector<std::string>{
+      "--model", vision_model_dir(), "--ctx", std::to_string(kCtx), "--max-image-mb", "16", "--max-body-mb", "32",
+      "--max-image-pixels", "4000000", "--served-model-name", "m"});
+  return *s;
+}
+
+void expect_error(const Reply& r, int status, const std::string& needle, const std::string& param) {
+  SCOPED_TRACE(r.raw);
+  EXPECT_EQ(r.status, status);
+  ASSERT_TRUE(r.body.is_object() && r.body.contains("error"));
+  EXPECT_NE(r.body["error"]["message"].get<std::string>().find(needle), std::string::npos);
+  EXPECT_EQ(r.body["error"]["param"], param);
+}
+
+ojson user(const std::string& text) { return ojson::array({{{"role", "user"}, {"content", text}}}); }
+
+TEST(ServerRequests, StopTokenIsNotChatContent) {
+  httplib::Client cli = client(server());
+  const ojson eos = post(cli, "/tokenize", {{"prompt", "[EOS]"}})["tokens"];
+  ASSERT_EQ(eos.size(), 1u) << eos;
+  // [EOS] forced as the first token: the reply ends there with no "[EOS]" text in it.
+  for (bool thinking : {false, true}) {
+    SCOPED_TRACE(thinking);
+    const Reply r = post(cli, "/v1/chat/completions",
+                         {{"messages", user("hi")}, {"max_tokens", 5}, {"temperature", 0},
+                          {"chat_template_kwargs", {{"thinking", thinking}}},
+                          {"logit_bias", {{std::to_string(eos[0].get<int>()), 100}}}});
+    ASSERT_EQ(r.status, 200) << r.raw;
+    const ojson& msg = r.body["choices"][0]["message"];
+    EXPECT_EQ(r.body["choices"][0]["finish_reason"], "stop");
+    EXPECT_EQ(msg["content"].is_string() ? msg["content"].get<std::string>().find("[EOS]") : std::string::npos,
+              std::string::npos)
+        << msg;
+  }
+}
+
+TEST(ServerRequests, PromptPlusOutputFitTheContext) {
+  httplib::Client cli = client(server());
+  // No max_tokens, 2^63 - 1 (used to overflow the reservation and run to the model's full length),
+  // and more than fits: each stops with prompt + output = the context.
+  for (const ojson& max_tokens : {ojson(), ojson(INT64_MAX), ojson(1000)}) {
+    SCOPED_TRACE(max_tokens.dump());
+    ojson b = {{"prompt", "Once upon a time"}, {"ignore_eos", true}, {"temperature", 0}};
+    if (!max_tokens.is_null()) b["max_tokens"] = max_tokens;
+    if (max_tokens.is_null()) b["max_tokens"] = nullptr;
+    const Reply r = post(cli, "/v1/completions", b);
+    ASSERT_EQ(r.status, 200) << r.raw;
+    if (max_tokens.is_null()) continue;  // (completions default to 16 tokens)
+    EXPECT_EQ(r.body["choices"][0]["finish_reason"], "length");
+    EXPECT_EQ(r.body["usage"]["total_tokens"], kCtx) << r.body["usage"];
+  }
+  const Reply chat = post(cli, "/v1/chat/completions",
+                          {{"messages", user("hi")}, {"ignore_eos", true}, {"chat_template_kwargs", {{"thinking", false}}}});
+  ASSERT_EQ(chat.status, 200) << chat.raw;
+  EXPECT_EQ(chat.body["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(chat.body["usage"]["total_tokens"], kCtx) << chat.body["usage"];
+}
+
+TEST(ServerRequests, ToolsAndToolChoiceAreChecked) {
+  httplib::Client cli = client(server());
+  const ojson good = {{"type", "function"}, {"function", {{"name", "f"}, {"parameters", {{"type", "object"}}}}}};
+  const auto with_tools = [&](const ojson& tools, const ojson& choice = nullptr) {
+    ojson b = {{"messages", user("hi")}, {"max_tokens", 2}};
+    if (!tools.is_null()) b["tools"] = tools;
+    if (!choice.is_null()) b["tool_choice"] = choice;
+    return post(cli, "/v1/chat/completions", b);
+  };
+  const Reply ok = with_tools(ojson::array({good}));
+  EXPECT_EQ(ok.status, 200) << ok.raw;
+  expect_error(with_tools(ojson::array({"x"})), 400, "tools[0] must be an object", "tools");
+  expect_error(with_tools(ojson::array({good, {{"type", "function"}}})), 400, "tools[1].function", "tools");
+  expect_error(with_tools(ojson::array({{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", "zz"}}}}})),
+               400, "parameters", "tools");
+  expect_error(with_tools(ojson::array({{{"type", "web"}, {"function", {{"name", "f"}}}}})), 400, "type", "tools");
+  expect_error(with_tools(nullptr, "required"), 400, "no tools", "tool_choice");
+  expect_error(with_tools(nullptr, {{"type", "function"}, {"function", {{"name", "f"}}}}), 400, "no tools",
+               "tool_choice");
+  EXPECT_EQ(with_tools(nullptr, "none").status, 200);
+}
+
+TEST(ServerRequests, ReasoningEffortIsCheckedUnderItsName) {
+  httplib::Client cli = client(server());
+  for (bool thinking : {false, true})
+    expect_error(post(cli, "/v1/chat/completions",
+                      {{"messages", user("hi")}, {"max_tokens", 2}, {"reasoning_effort", "bogus"},
+                       {"chat_template_kwargs", {{"thinking", thinking}}}}),
+                 400, "reasoning_effort 'bogus'", "reasoning_effort");
+  EXPECT_EQ(post(cli, "/v1/chat/completions", {{"messages", user("hi")}, {"max_tokens", 2}, {"reasoning_effort", "low"}})
+                .status,
+            200);
+}
+
+TEST(ServerRequests, ImageLargerThanTheContextIsRefusedUpFront) {
+  httplib::Client cli = client(server());
+  ojson parts = ojson::array({{{"type", "text"}, {"text", "What is it?"}},
+                              {{"type", "image_url"}, {"image_url", {{"url", png_data_url(1536, 1536, 3)}}}}});
+  expect_error(post(cli, "/v1/chat/completions",
+                    {{"messages", ojson::array({{{"role", "user"}, {"content", parts}}})}, {"max_tokens", 2}}),
+               400, "the images alone take", "messages");
+  EXPECT_EQ(get(cli, "/health").status, 200);
+}
+
+}  // namespace
+}  // namespace k3::testing
