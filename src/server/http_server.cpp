@@ -9,7 +9,10 @@
 #include <csignal>
 #include <cstdio>
 #include <ctime>
+#include <functional>
 #include <mutex>
+#include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -42,13 +45,18 @@ void send_error(httplib::Response& res, int status, const std::string& message, 
   send_json(res, status, error_envelope(status, message, param, code));
 }
 
-ojson parse_body(const httplib::Request& req) {
-  if (json_nests_deeper_than(req.body))
+using Writer = std::function<bool(std::string_view)>;
+
+// The body is JSON whatever the Content-Type says (curl's default is form-urlencoded).
+ojson parse_body(const std::string& text) {
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos)
+    throw ApiError(400, "the request body is empty: send a JSON object", "", "invalid_json");
+  if (json_nests_deeper_than(text))
     throw ApiError(400, cat("the request body nests arrays or objects more than ", kMaxJsonDepth, " levels deep"), "",
                    "invalid_json");
   ojson body;
   try {
-    body = ojson::parse(req.body);
+    body = ojson::parse(text);
   } catch (const ojson::parse_error& e) {
     throw ApiError(400, cat("the request body is not valid JSON: ", e.what()), "", "invalid_json");
   }
@@ -60,6 +68,84 @@ bool needs_key(const std::string& path) {
   return path.rfind("/v1/", 0) == 0 || path == "/tokenize" || path == "/detokenize";
 }
 
+std::string too_large_message(size_t limit) {
+  return cat("the request body is larger than the limit of ", limit, " bytes");
+}
+
+// Whether the request says where its body ends (Content-Length, or Transfer-Encoding: chunked).
+// Without either, httplib's reader waits for the client to close the connection (or for the 30 s
+// read timeout), which a client waiting for its answer never does.
+bool declares_body(const httplib::Request& q) {
+  return q.has_header("Content-Length") || q.has_header("Transfer-Encoding");
+}
+
+// Reads the body of a route registered in httplib's content-reader form (keep = false: reads past
+// it without storing it, so the connection is ready for the next request).  The routes take that
+// form because httplib's own read (a) parses a form-urlencoded body and refuses one over 8 KiB with
+// a 413 (curl posts JSON with that Content-Type by default) and (b) checks its payload limit only
+// against Content-Length, so a chunked body of any size would be read whole.  Here every byte
+// counts.  Past `limit` the reading goes on, dropping the bytes, for up to another `limit`, so
+// that a client still sending reads the 413 rather than a reset connection; a longer body is cut
+// off there.  Throws ApiError: 411 no body declared, 413 over the limit, 415 multipart, 400 a body
+// that cannot be read (a malformed chunk, a client that stopped sending).
+std::string read_body(const httplib::Request& q, httplib::Response& r, const httplib::ContentReader& reader,
+                      size_t limit, bool keep = true) {
+  if (!declares_body(q))
+    throw ApiError(411, "a request body is required (send it with Content-Length or chunked Transfer-Encoding)", "",
+                   "length_required");
+  // httplib's reader parses multipart bodies itself (and needs its multipart form for them): the
+  // raw bytes, and so JSON, are out of reach.
+  const bool multipart = q.is_multipart_form_data();
+  std::string text;
+  size_t total = 0;
+  const httplib::ContentReceiver receive = [&](const char* data, size_t n) {
+    total += n;
+    if (total <= limit) {
+      if (keep && !multipart) text.append(data, n);
+      return true;
+    }
+    if (!text.empty()) std::string().swap(text);
+    return total - limit <= limit;
+  };
+  const bool ok = multipart ? reader([](const httplib::MultipartFormData&) { return true; }, receive) : reader(receive);
+  // r.status 413: httplib's own check of a Content-Length over the limit.
+  if (total > limit || r.status == 413) throw ApiError(413, too_large_message(limit), "", "request_too_large");
+  if (!ok)
+    throw ApiError(400, "the request body could not be read (a malformed chunk, or the client stopped sending)", "",
+                   "invalid_body");
+  if (multipart)
+    throw ApiError(415, "multipart/form-data bodies are not supported: send the request as JSON", "",
+                   "unsupported_media_type");
+  return text;
+}
+
+// For answers that ignore the body (405, 404): read past it, whatever it is.
+void skip_body(const httplib::Request& q, httplib::Response& r, const httplib::ContentReader& reader, size_t limit) {
+  try {
+    read_body(q, r, reader, limit, /*keep=*/false);
+  } catch (const ApiError&) {
+  }
+}
+
+// One choice's stream(), which must not throw: httplib calls the content provider outside its
+// handlers' try, so an exception would end the process.  An exception (a fault in the server; the
+// engine's own failures arrive as results) ends the choice with an error event, as a failed
+// generation does (and [DONE] when `whole`).  False when the stream did not finish: the client
+// went away, or the error event could not be written.
+bool stream_choice(GenerationJob& job, const Writer& write, bool whole) {
+  std::string fault;
+  try {
+    return job.stream(write, whole);
+  } catch (const std::exception& e) {
+    fault = e.what();
+  } catch (...) {
+    fault = "unknown exception";
+  }
+  log_warn("streaming failed: ", fault);
+  if (!write(cat("data: ", dump_json(error_envelope(500, cat("internal error: ", fault))), "\n\n"))) return false;
+  return !whole || write("data: [DONE]\n\n");
+}
+
 class HttpServer {
  public:
   explicit HttpServer(const ServerOptions& o) : opt_(o), host_(o.engine) {}
@@ -68,13 +154,20 @@ class HttpServer {
 
  private:
   void routes();
-  // Wraps an API handler: errors become envelopes, rejections are counted.
+  // Runs an API handler: errors become envelopes, rejections are counted.
+  void answer(httplib::Response& res, const std::function<void()>& f);
+  // A GET route's handler under answer().
   httplib::Server::Handler api(std::function<void(const httplib::Request&, httplib::Response&)> f);
+  // The same for a POST route, which gets the body read by read_body().
+  using BodyHandler = std::function<void(const httplib::Request&, const std::string& body, httplib::Response&)>;
+  httplib::Server::HandlerWithContentReader api_body(BodyHandler f);
   void require_ready() const;
-  void generate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res);
+  void generate(Endpoint endpoint, const httplib::Request& req, const std::string& text, httplib::Response& res);
+  static bool stream_choices(const std::vector<std::shared_ptr<GenerationJob>>& jobs, bool usage,
+                             httplib::DataSink& sink);
   static ojson combined_usage(const std::vector<std::shared_ptr<GenerationJob>>& jobs);
-  void tokenize(const httplib::Request& req, httplib::Response& res);
-  void detokenize(const httplib::Request& req, httplib::Response& res);
+  void tokenize(const std::string& text, httplib::Response& res);
+  void detokenize(const std::string& text, httplib::Response& res);
   ojson model_card() const;
 
   ServerOptions opt_;
@@ -83,20 +176,31 @@ class HttpServer {
   int64_t created_ = static_cast<int64_t>(std::time(nullptr));
 };
 
+void HttpServer::answer(httplib::Response& res, const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ApiError& e) {
+    send_error(res, e.status, e.what(), e.param, e.code);
+  } catch (const Error& e) {
+    send_error(res, 400, e.what());
+  } catch (const std::bad_alloc&) {
+    send_error(res, 500, "out of memory");
+  } catch (const std::exception& e) {
+    send_error(res, 500, cat("internal error: ", e.what()));
+  }
+  if (res.status >= 400) host_.metrics().count_rejected(res.status);
+}
+
 httplib::Server::Handler HttpServer::api(std::function<void(const httplib::Request&, httplib::Response&)> f) {
   return [this, f = std::move(f)](const httplib::Request& req, httplib::Response& res) {
-    try {
-      f(req, res);
-    } catch (const ApiError& e) {
-      send_error(res, e.status, e.what(), e.param, e.code);
-    } catch (const Error& e) {
-      send_error(res, 400, e.what());
-    } catch (const std::bad_alloc&) {
-      send_error(res, 500, "out of memory");
-    } catch (const std::exception& e) {
-      send_error(res, 500, cat("internal error: ", e.what()));
-    }
-    if (res.status >= 400) host_.metrics().count_rejected(res.status);
+    answer(res, [&] { f(req, res); });
+  };
+}
+
+httplib::Server::HandlerWithContentReader HttpServer::api_body(BodyHandler f) {
+  return [this, f = std::move(f)](const httplib::Request& req, httplib::Response& res,
+                                  const httplib::ContentReader& reader) {
+    answer(res, [&] { f(req, read_body(req, res, reader, opt_.max_body_bytes), res); });
   };
 }
 
@@ -119,9 +223,10 @@ ojson HttpServer::model_card() const {
           {"context_length", host_.context_tokens()}};
 }
 
-void HttpServer::generate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
+void HttpServer::generate(Endpoint endpoint, const httplib::Request& req, const std::string& text,
+                          httplib::Response& res) {
   const Clock::time_point arrival = Clock::now();
-  const ojson body = parse_body(req);
+  const ojson body = parse_body(text);
   require_ready();
   check_model_field(body, opt_.engine.served_name);
   GenerationParams params = parse_generation_params(body, endpoint);
@@ -172,37 +277,49 @@ void HttpServer::generate(Endpoint endpoint, const httplib::Request& req, httpli
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider("text/event-stream", [jobs, usage = params.include_usage](size_t, httplib::DataSink& sink) {
-    if (jobs.size() == 1) {
-      const bool ok = jobs[0]->stream([&](std::string_view s) { return sink.write(s.data(), s.size()); });
-      if (ok) sink.done();
-      return ok;
-    }
-    // One thread per further choice; whole events go out one at a time.
-    std::mutex mu;
-    const auto write = [&](std::string_view s) {
-      std::lock_guard<std::mutex> lock(mu);
-      return sink.write(s.data(), s.size());
-    };
-    std::vector<char> ok(jobs.size(), 0);
-    std::vector<std::thread> others;
-    for (size_t i = 1; i < jobs.size(); ++i)
-      others.emplace_back([&, i] {
-        try {
-          ok[i] = jobs[i]->stream(write, false);
-        } catch (const std::exception&) {  // nothing may leave a thread; the stream just ends
-        }
-      });
+    // Nothing may leave the provider (httplib calls it outside its handlers' try): what
+    // stream_choice() cannot turn into an error event just ends the connection.
     try {
-      ok[0] = jobs[0]->stream(write, false);
-    } catch (const std::exception&) {
+      return stream_choices(jobs, usage, sink);
+    } catch (...) {
+      return false;
     }
-    for (std::thread& t : others) t.join();
-    if (std::find(ok.begin(), ok.end(), 0) != ok.end()) return false;
-    if (usage && !jobs[0]->write_usage_chunk(write, combined_usage(jobs))) return false;
-    if (!write("data: [DONE]\n\n")) return false;
-    sink.done();
-    return true;
   });
+}
+
+// The SSE body of a streaming request; false when it did not finish (the connection then ends).
+bool HttpServer::stream_choices(const std::vector<std::shared_ptr<GenerationJob>>& jobs, bool usage,
+                                httplib::DataSink& sink) {
+  if (jobs.size() == 1) {
+    const bool ok = stream_choice(*jobs[0], [&](std::string_view s) { return sink.write(s.data(), s.size()); }, true);
+    if (ok) sink.done();
+    return ok;
+  }
+  // One thread per further choice; whole events go out one at a time.
+  std::mutex mu;
+  const Writer write = [&](std::string_view s) {
+    std::lock_guard<std::mutex> lock(mu);
+    return sink.write(s.data(), s.size());
+  };
+  std::vector<char> ok(jobs.size(), 0);
+  std::vector<std::thread> others;
+  for (size_t i = 1; i < jobs.size(); ++i)
+    others.emplace_back([&, i] {
+      try {
+        ok[i] = stream_choice(*jobs[i], write, false);
+      } catch (...) {  // nothing may leave a thread; the stream just ends
+      }
+    });
+  try {
+    ok[0] = stream_choice(*jobs[0], write, false);
+  } catch (...) {
+  }
+  for (std::thread& t : others) t.join();
+  if (std::find(ok.begin(), ok.end(), 0) != ok.end()) return false;
+  if (usage && !jobs[0]->write_usage_chunk(write, combined_usage(jobs))) return false;
+  if (!write("data: [DONE]\n\n")) return false;
+  sink.done();
+  return true;
 }
 
 // The usage of n choices: the prompt once (with its cached part), the completions summed.
@@ -222,8 +339,8 @@ ojson HttpServer::combined_usage(const std::vector<std::shared_ptr<GenerationJob
   return u;
 }
 
-void HttpServer::tokenize(const httplib::Request& req, httplib::Response& res) {
-  const ojson body = parse_body(req);
+void HttpServer::tokenize(const std::string& text, httplib::Response& res) {
+  const ojson body = parse_body(text);
   require_ready();
   check_model_field(body, opt_.engine.served_name);
   PreparedPrompt p;
@@ -241,8 +358,8 @@ void HttpServer::tokenize(const httplib::Request& req, httplib::Response& res) {
   send_json(res, 200, out);
 }
 
-void HttpServer::detokenize(const httplib::Request& req, httplib::Response& res) {
-  const ojson body = parse_body(req);
+void HttpServer::detokenize(const std::string& text, httplib::Response& res) {
+  const ojson body = parse_body(text);
   require_ready();
   check_model_field(body, opt_.engine.served_name);
   if (!body.contains("tokens") || !body["tokens"].is_array())
@@ -273,11 +390,14 @@ void HttpServer::detokenize(const httplib::Request& req, httplib::Response& res)
 
 void HttpServer::routes() {
   const std::string served = opt_.engine.served_name;
+  // Every route of a method with a body (POST, PUT, PATCH, DELETE) is in httplib's content-reader
+  // form: the handler reads the body itself (read_body(), skip_body()).
   svr_.Post("/v1/chat/completions",
-            api([this](const auto& q, auto& r) { generate(Endpoint::kChat, q, r); }));
-  svr_.Post("/v1/completions", api([this](const auto& q, auto& r) { generate(Endpoint::kCompletion, q, r); }));
-  svr_.Post("/tokenize", api([this](const auto& q, auto& r) { tokenize(q, r); }));
-  svr_.Post("/detokenize", api([this](const auto& q, auto& r) { detokenize(q, r); }));
+            api_body([this](const auto& q, const auto& t, auto& r) { generate(Endpoint::kChat, q, t, r); }));
+  svr_.Post("/v1/completions",
+            api_body([this](const auto& q, const auto& t, auto& r) { generate(Endpoint::kCompletion, q, t, r); }));
+  svr_.Post("/tokenize", api_body([this](const auto&, const auto& t, auto& r) { tokenize(t, r); }));
+  svr_.Post("/detokenize", api_body([this](const auto&, const auto& t, auto& r) { detokenize(t, r); }));
   svr_.Get("/v1/models", api([this](const auto&, auto& r) {
     require_ready();
     send_json(r, 200, {{"object", "list"}, {"data", ojson::array({model_card()})}});
@@ -310,7 +430,8 @@ void HttpServer::routes() {
       r.set_header("Cache-Control", "no-cache");
     });
   }
-  // A known path with the wrong method: 405 with the methods it allows.
+  // A known path with the wrong method: 405 with the methods it allows (the body, if any, is read
+  // past; none is needed).
   const auto wrong_method = [](const char* allow) {
     return [allow](const httplib::Request& q, httplib::Response& r) {
       r.set_header("Allow", allow);
@@ -318,29 +439,49 @@ void HttpServer::routes() {
                  "method_not_allowed");
     };
   };
+  const size_t limit = opt_.max_body_bytes;
+  const auto wrong_method_with_body = [&](const char* allow) {
+    return [limit, f = wrong_method(allow)](const httplib::Request& q, httplib::Response& r,
+                                            const httplib::ContentReader& reader) {
+      skip_body(q, r, reader, limit);
+      f(q, r);
+    };
+  };
   for (const char* path : {"/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize"}) {
     svr_.Get(path, wrong_method("POST"));
-    svr_.Put(path, wrong_method("POST"));
-    svr_.Patch(path, wrong_method("POST"));
-    svr_.Delete(path, wrong_method("POST"));
+    svr_.Put(path, wrong_method_with_body("POST"));
+    svr_.Patch(path, wrong_method_with_body("POST"));
+    svr_.Delete(path, wrong_method_with_body("POST"));
   }
   for (const char* path : {"/v1/models", "/health", "/metrics", "/"}) {
-    svr_.Post(path, wrong_method("GET"));
-    svr_.Put(path, wrong_method("GET"));
-    svr_.Patch(path, wrong_method("GET"));
-    svr_.Delete(path, wrong_method("GET"));
+    svr_.Post(path, wrong_method_with_body("GET"));
+    svr_.Put(path, wrong_method_with_body("GET"));
+    svr_.Patch(path, wrong_method_with_body("GET"));
+    svr_.Delete(path, wrong_method_with_body("GET"));
   }
-  // Statuses httplib sets itself (404 unknown path, 413 body over the limit, 400 unparsable
-  // request) get the envelope too.
+  // Any other path with a body method: 404 (written by the error handler) once past the body.
+  // Registered last, as httplib tries content-reader routes in order.
+  const auto no_route = [limit](const httplib::Request& q, httplib::Response& r, const httplib::ContentReader& reader) {
+    skip_body(q, r, reader, limit);
+    r.status = 404;
+  };
+  svr_.Post(".*", no_route);
+  svr_.Put(".*", no_route);
+  svr_.Patch(".*", no_route);
+  svr_.Delete(".*", no_route);
+  // Statuses httplib sets itself (404 unknown path, 400 unparsable request, 414 request line too
+  // long) get the envelope too.
   svr_.set_error_handler([this](const httplib::Request& q, httplib::Response& r) {
     if (!r.body.empty()) return;
     std::string msg, code;
     switch (r.status) {
       case 404: msg = cat("no route for ", q.method, " ", q.path); code = "not_found"; break;
-      case 413:
-        msg = cat("the request body is larger than the limit of ", opt_.max_body_bytes, " bytes");
-        code = "request_too_large";
+      case 413: msg = too_large_message(opt_.max_body_bytes); code = "request_too_large"; break;
+      case 400:
+        msg = "the request is not valid HTTP/1.1 (request line or headers) or uses an unsupported method";
+        code = "bad_request";
         break;
+      case 414: msg = "the request line is too long"; code = "uri_too_long"; break;
       default: msg = cat("HTTP ", r.status); break;
     }
     send_error(r, r.status, msg, "", code);

@@ -6,7 +6,12 @@
 // turns, the queue bound, the API key and images.  The node-based
 // checks (official `openai` client, headless Chromium) are in server_js_test.cpp.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -887,6 +892,117 @@ TEST(Server, Images) {
   ServerProcess plain({"--model", plain_model_dir(), "--served-model-name", "m"});
   httplib::Client pc = client(plain);
   expect_envelope(post(pc, "/v1/chat/completions", image_chat({png})), 400, "has no vision tower");
+}
+
+// Request bodies, whatever their framing or Content-Type.  reply_of: server_test_util.cpp's reply
+// parsing, for the calls below that its helpers do not make.
+Reply reply_of(const httplib::Result& r) {
+  Reply out;
+  if (!r) return out;
+  out.status = r->status;
+  out.raw = r->body;
+  out.body = ojson::parse(r->body, nullptr, /*allow_exceptions=*/false);
+  if (out.body.is_discarded()) out.body = nullptr;
+  return out;
+}
+
+// A POST with Transfer-Encoding: chunked (no Content-Length), in 64 KiB chunks.
+Reply post_chunked(httplib::Client& cli, const std::string& path, const std::string& body) {
+  const httplib::ContentProviderWithoutLength provide = [&](size_t offset, httplib::DataSink& sink) {
+    if (offset >= body.size()) {
+      sink.done();
+      return true;
+    }
+    return sink.write(body.data() + offset, std::min<size_t>(64 << 10, body.size() - offset));
+  };
+  return reply_of(cli.Post(path, provide, "application/json"));
+}
+
+// One request over a plain socket, for what httplib's client never sends (a POST that declares no
+// body at all).  Connection: close, so the reply ends with the connection.
+Reply raw_request(int port, const std::string& request) {
+  Reply out;
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return out;
+  timeval tv{};
+  tv.tv_sec = 120;  // a server that never answers fails the test instead of hanging it
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string raw;
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0 &&
+      ::send(fd, request.data(), request.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(request.size())) {
+    char buf[4096];
+    for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) raw.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  const size_t head_end = raw.find("\r\n\r\n");
+  if (raw.rfind("HTTP/1.1 ", 0) != 0 || head_end == std::string::npos) {
+    out.raw = raw;
+    return out;
+  }
+  out.status = std::atoi(raw.c_str() + 9);
+  out.raw = raw.substr(head_end + 4);
+  out.body = ojson::parse(out.raw, nullptr, /*allow_exceptions=*/false);
+  if (out.body.is_discarded()) out.body = nullptr;
+  return out;
+}
+
+// curl's default Content-Type is application/x-www-form-urlencoded; httplib used to parse such a
+// body as a form and refuse one over 8 KiB with a false 413.  It is JSON like any other.
+TEST(Server, FormUrlencodedBodiesAreJson) {
+  httplib::Client cli = client(main_server());
+  ojson b = chat_body("hello", 2);
+  b["user"] = std::string(12 << 10, 'u');  // 12 KiB that does not reach the prompt
+  const Reply chat = post_raw(cli, "/v1/chat/completions", b.dump(), "application/x-www-form-urlencoded");
+  ASSERT_EQ(chat.status, 200) << chat.raw;
+  EXPECT_EQ(chat.body["object"], "chat.completion");
+  const std::string padded = ojson{{"prompt", "a b c"}}.dump() + std::string(10 << 10, ' ');
+  const Reply tok = post_raw(cli, "/tokenize", padded, "application/x-www-form-urlencoded");
+  ASSERT_EQ(tok.status, 200) << tok.raw;
+  EXPECT_GT(tok.body["count"].get<int>(), 0);
+  expect_envelope(post_raw(cli, "/tokenize", "a=1&b=2", "application/x-www-form-urlencoded"), 400, "not valid JSON");
+}
+
+// A chunked body counts against --max-body-mb (1 here) as it arrives; it used to be read whole.
+TEST(Server, ChunkedBodiesHaveTheSizeLimit) {
+  httplib::Client cli = client(main_server());
+  const Reply small = post_chunked(cli, "/v1/chat/completions", chat_body("hello", 2).dump());
+  ASSERT_EQ(small.status, 200) << small.raw;
+  EXPECT_EQ(small.body["object"], "chat.completion");
+  // 1.5 MiB of JSON whitespace around a valid request: over the limit however it ends.
+  const std::string big = std::string(3 << 19, ' ') + chat_body("hello", 2).dump();
+  const Reply r = post_chunked(cli, "/v1/chat/completions", big);
+  expect_envelope(r, 413, "larger than the limit");
+  EXPECT_EQ(r.body["error"]["code"], "request_too_large");
+  expect_envelope(post_chunked(cli, "/tokenize", big), 413, "larger than the limit");
+  EXPECT_EQ(post(cli, "/v1/chat/completions", chat_body("still fine", 2)).status, 200);
+}
+
+// A request without a body, or that declares none (no Content-Length, not chunked), is answered at
+// once with an envelope that says so; httplib used to wait for the client to close, then send a
+// bare "HTTP 400".  A wrong method stays 405, an unknown path 404.
+TEST(Server, MissingBodies) {
+  httplib::Client cli = client(main_server());
+  const int port = main_server().port();
+  const auto bodiless = [&](const std::string& method, const std::string& path) {
+    return raw_request(port, method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+  };
+  for (const char* path : {"/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize"}) {
+    SCOPED_TRACE(path);
+    const Reply r = bodiless("POST", path);
+    expect_envelope(r, 411, "request body is required");
+    EXPECT_EQ(r.body["error"]["code"], "length_required");
+  }
+  expect_envelope(bodiless("POST", "/health"), 405, "not allowed");
+  expect_envelope(bodiless("PUT", "/v1/completions"), 405, "not allowed");
+  expect_envelope(bodiless("POST", "/v2/nothing"), 404, "no route");
+  // Content-Length: 0 (httplib's client sends that for an empty body).
+  expect_envelope(post_raw(cli, "/v1/completions", "", "application/json"), 400, "body is empty");
+  expect_envelope(post_raw(cli, "/health", "", "application/json"), 405, "not allowed");
+  EXPECT_EQ(post(cli, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 2}}).status, 200);
 }
 
 }  // namespace
