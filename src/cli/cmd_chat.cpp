@@ -134,12 +134,13 @@ void add_chat_command(CLI::App& app, Runner& run) {
   sub->add_option("--model", a->model, "Checkpoint directory (default: the built-in tiny model)");
   sub->add_option("--effort", a->effort, "Thinking effort: low, high or max")->check(CLI::IsMember({"low", "high", "max"}));
   sub->add_flag("--no-think", a->no_think, "Answer without the think channel");
-  sub->add_option("--max-tokens", a->max_tokens, "Tokens per reply")->check(CLI::PositiveNumber);
+  sub->add_option("--max-tokens", a->max_tokens, "Tokens per reply")->check(kPositive);
   sub->add_option("--temperature", a->temperature, "Sampling temperature (0: greedy)");
   sub->add_option("--top-p", a->top_p, "Nucleus sampling mass");
   sub->add_option("--top-k", a->top_k, "Sample among the k most likely tokens");
   sub->add_option("--seed", a->seed, "Sampling seed");
-  sub->add_option("--ctx", a->ctx, "Context limit in tokens (default: the model's)");
+  sub->add_option("--ctx", a->ctx, "Context limit in tokens, prompt + output (0 or absent: the model's)")
+      ->check(kNonNegative);
   sub->callback([a, &run] {
     run = [a]() {
       ChatSessionOptions o;

@@ -46,18 +46,19 @@ void add_generate_command(CLI::App& app, Runner& run) {
   sub->add_flag("--no-think", a->no_think, "With --prompt: open the response channel instead of the think channel");
   sub->add_option("--effort", a->effort, "With --prompt: thinking effort low, high or max")
       ->check(CLI::IsMember({"low", "high", "max"}));
-  sub->add_option("--max-tokens", a->max_tokens, "Tokens to generate")->check(CLI::NonNegativeNumber);
+  sub->add_option("--max-tokens", a->max_tokens, "Tokens to generate")->check(kNonNegative);
   sub->add_option("--temperature", a->temperature, "Sampling temperature (0 or absent: greedy)");
   sub->add_option("--top-p", a->top_p, "Nucleus sampling mass");
   sub->add_option("--top-k", a->top_k, "Sample among the k most likely tokens");
   sub->add_option("--seed", a->seed, "Sampling seed");
-  sub->add_option("--ctx", a->ctx, "Context limit in tokens (default: the model's)");
-  sub->add_option("--prefill-chunk", a->chunk, "Prompt tokens per forward pass")->check(CLI::PositiveNumber);
+  sub->add_option("--ctx", a->ctx, "Context limit in tokens, prompt + output (0 or absent: the model's)")
+      ->check(kNonNegative);
+  sub->add_option("--prefill-chunk", a->chunk, "Prompt tokens per forward pass")->check(kPositive);
   add_precision_option(sub, a->precision);
   sub->add_flag("--ignore-eos", a->ignore_eos, "Do not stop at end-of-message tokens");
   sub->callback([a, &run] {
     run = [a]() {
-      K3_CHECK(!a->prompt_ids.empty() || !a->prompt.empty(), "give --prompt-ids or --prompt");
+      K3_CHECK(!a->prompt_ids.empty() || !a->prompt.empty(), "give --prompt-ids or a non-empty --prompt");
       std::vector<int32_t> given;
       if (!a->prompt_ids.empty()) {
         given = parse_token_ids(a->prompt_ids);

@@ -12,8 +12,8 @@ void add_loadtest_command(CLI::App& app, Runner& run) {
   CLI::App* sub = app.add_subcommand("loadtest", "Measure a running k3 serve: output tokens/s at several concurrencies");
   sub->add_option("--url", o->url, "Server base URL");
   sub->add_option("--concurrency", o->concurrency, "Concurrent clients per level (e.g. 1,4,16)")->delimiter(',');
-  sub->add_option("--max-tokens", o->max_tokens, "New tokens per request")->check(CLI::PositiveNumber);
-  sub->add_option("--rounds", o->rounds, "Requests per client per level")->check(CLI::PositiveNumber);
+  sub->add_option("--max-tokens", o->max_tokens, "New tokens per request")->check(kPositive);
+  sub->add_option("--rounds", o->rounds, "Requests per client per level")->check(kPositive);
   sub->add_option("--prompt", o->prompt, "Prompt text (each request appends its number)");
   sub->add_option("--api-key", o->api_key, "Bearer key, when the server needs one");
   sub->add_option("--model", o->model, "The model id to send (default: none)");

@@ -18,7 +18,7 @@ void add_logits_command(CLI::App& app, Runner& run) {
   sub->add_option("--model", a->model, "Checkpoint directory (default: the built-in tiny model)");
   sub->add_option("--prompt-ids", a->prompt_ids, "Prompt token ids, e.g. 1,2,3")->required();
   sub->add_option("--out", a->out, "Output .safetensors file")->required();
-  sub->add_option("--prefill-chunk", a->chunk, "Prompt tokens per forward pass")->check(CLI::PositiveNumber);
+  sub->add_option("--prefill-chunk", a->chunk, "Prompt tokens per forward pass")->check(kPositive);
   add_precision_option(sub, a->precision);
   sub->callback([a, &run] {
     run = [a]() {

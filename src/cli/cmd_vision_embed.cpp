@@ -27,7 +27,7 @@ void add_vision_embed_command(CLI::App& app, Runner& run) {
   sub->add_option("--image", a->images, "PNG or JPEG file (repeatable; all images run packed in one pass)")->required();
   sub->add_option("--out", a->out, "Output .safetensors file")->required();
   sub->add_option("--threads", a->threads, "Worker threads (default: one per CPU, or K3_THREADS)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   sub->callback([a, &run] {
     run = [a]() {
       if (a->threads > 0) set_num_threads(a->threads);

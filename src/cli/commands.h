@@ -31,6 +31,10 @@ void add_serve_command(CLI::App& app, Runner& run);
 void add_loadtest_command(CLI::App& app, Runner& run);
 
 // Shared helpers.
+// Option checks whose messages name the rule ("must be >= 0 (got -1)"): CLI11's NonNegativeNumber
+// and PositiveNumber print their bounds as 300-digit numbers.
+extern const CLI::Validator kNonNegative;
+extern const CLI::Validator kPositive;
 // Parses "1,2,3" (commas and/or spaces); throws k3::Error naming the bad entry.
 std::vector<int32_t> parse_token_ids(const std::string& text);
 // --model default: $K3_DEFAULT_MODEL, else ~/.cache/k3/default-tiny; synthesised on first use.

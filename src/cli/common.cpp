@@ -15,6 +15,22 @@
 
 namespace k3::cli {
 
+namespace {
+CLI::Validator number_at_least(double least, bool strict, const char* rule) {
+  return CLI::Validator(
+      [least, strict, rule](std::string& in) -> std::string {
+        double v = 0;
+        if (!CLI::detail::lexical_cast(in, v)) return cat("must be a number (got '", in, "')");
+        const bool ok = strict ? v > least : v >= least;
+        return ok ? std::string() : cat("must be ", rule, " (got ", in, ")");
+      },
+      rule);
+}
+}  // namespace
+
+const CLI::Validator kNonNegative = number_at_least(0, false, ">= 0");
+const CLI::Validator kPositive = number_at_least(0, true, "> 0");
+
 std::vector<int32_t> parse_token_ids(const std::string& text) {
   std::vector<int32_t> ids;
   size_t i = 0;

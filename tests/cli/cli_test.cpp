@@ -216,6 +216,27 @@ TEST(Cli, BadRequestsGiveClearErrors) {
   EXPECT_LT(r.exit_code, 128);
 }
 
+TEST(Cli, NumericOptionsNameTheRule) {
+  // --ctx -1 used to be taken silently as "the model's context"; CLI11's own range check printed
+  // its bound as a 300-digit number.
+  struct Case {
+    std::string args, message;
+  };
+  const Case cases[] = {
+      {"generate --model " + fixture() + " --prompt-ids 1,2 --ctx -1", "--ctx: must be >= 0 (got -1)"},
+      {"generate --model " + fixture() + " --prompt-ids 1,2 --prefill-chunk 0", "--prefill-chunk: must be > 0 (got 0)"},
+      {"chat --model " + fixture() + " --max-tokens 0", "--max-tokens: must be > 0 (got 0)"},
+      {"serve --model " + fixture() + " --max-images -3", "--max-images: must be >= 0 (got -3)"},
+      {"generate --model " + fixture() + " --prompt \"\"", "give --prompt-ids or a non-empty --prompt"},
+  };
+  for (const Case& c : cases) {
+    const auto r = run_k3(c.args);
+    EXPECT_NE(r.exit_code, 0) << c.args;
+    EXPECT_LT(r.exit_code, 128) << c.args;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\n" << r.err;
+  }
+}
+
 TEST(Cli, GenerationStopsAtContextLimitAndEos) {
   // Context of 8 with a 7-token prompt: one token, as prompt + output may hold 8 tokens (it used
   // to give 2: the last sampled token was not counted).
