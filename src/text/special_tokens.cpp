@@ -62,6 +62,8 @@ SpecialTokens SpecialTokens::from_kimi_config(const nlohmann::json& config, int3
                ": added_tokens_decoder[\"", key, "\"].content must be a string");
       K3_CHECK(id >= base, source, ": added_tokens_decoder[\"", key, "\"] collides with the ordinary vocabulary (",
                base, " ranks)");
+      // (An id near 2^31 overflowed the vocabulary size computed from it.)
+      K3_CHECK(id < (1 << 30), source, ": added_tokens_decoder key '", key, "' is beyond the largest supported id (2^30)");
       named[id] = entry.at("content").get<std::string>();
     }
   }

@@ -149,6 +149,14 @@ TEST(Tokenizer, ModelDirConfigNamesTheSpecials) {
   EXPECT_THROW(Tokenizer::from_model_dir(dir.path()), Error);
   testing::write_file(dir.file("tokenizer_config.json"), "{not json");
   EXPECT_THROW(Tokenizer::from_model_dir(dir.path()), Error);
+  // An id near 2^31 overflowed the vocabulary size (and the id loops that follow it).
+  testing::write_file(dir.file("tokenizer_config.json"), R"({"added_tokens_decoder": {"2147483647": {"content": "x"}}})");
+  try {
+    Tokenizer::from_model_dir(dir.path());
+    ADD_FAILURE() << "accepted id 2147483647";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'2147483647' is beyond"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Base64, RoundTripAndRejects) {
