@@ -11,6 +11,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/progress.h"
+#include "io/json_preview.h"
 
 namespace k3 {
 
@@ -38,25 +39,43 @@ Checkpoint::Checkpoint(const std::string& dir, Residency residency) : dir_(dir) 
   std::map<std::string, std::vector<std::string>> wanted;
   if (file_exists(index_path)) {
     nlohmann::json index;
+    const std::string text = read_text_file(index_path);
+    // nlohmann stops at a NUL byte, silently ignoring whatever follows it.
+    if (const size_t nul = text.find('\0'); nul != std::string::npos)
+      fail(index_path, ": contains a NUL byte at offset ", nul, " (expected JSON text)");
     try {
-      index = nlohmann::json::parse(read_text_file(index_path));
+      index = nlohmann::json::parse(text);
     } catch (const nlohmann::json::exception& e) {
       fail(index_path, ": not valid JSON: ", e.what());
     }
     if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
       fail(index_path, ": missing 'weight_map' object");
     for (auto it = index["weight_map"].begin(); it != index["weight_map"].end(); ++it) {
-      if (!it.value().is_string()) fail(index_path, ": weight_map entry '", it.key(), "' is not a file name");
+      // A NUL (from a "\u0000" escape) would cut the tensor or file name short in every system
+      // call and message; no real name contains one.
+      if (it.key().find('\0') != std::string::npos)
+        fail(index_path, ": weight_map key ", json_preview(it.key(), 200), " contains a NUL byte");
+      if (!it.value().is_string())
+        fail(index_path, ": weight_map entry '", it.key(), "' is ", json_preview(it.value()), ", not a file name");
       const std::string shard = it.value().get<std::string>();
+      if (shard.find('\0') != std::string::npos)
+        fail(index_path, ": weight_map entry '", it.key(), "' names a shard file containing a NUL byte: ",
+             json_preview(shard, 200));
       if (shard.empty() || shard.find('/') != std::string::npos || shard == "." || shard == "..")
         fail(index_path, ": weight_map entry '", it.key(), "' names an invalid shard file '", shard, "'");
       wanted[shard].push_back(it.key());
     }
     if (wanted.empty()) fail(index_path, ": weight_map is empty");
-    for (const auto& [shard, names] : wanted)
-      if (!file_exists(dir + "/" + shard))
+    for (const auto& [shard, names] : wanted) {
+      struct stat ss {};
+      if (::stat((dir + "/" + shard).c_str(), &ss) != 0)
         fail(index_path, ": shard '", shard, "' (holding '", names.front(), "' and ", names.size() - 1,
              " more) does not exist in ", dir);
+      // A directory or FIFO exists but cannot be a shard (opening a FIFO would block).
+      if (!S_ISREG(ss.st_mode))
+        fail(index_path, ": shard '", shard, "' (holding '", names.front(), "' and ", names.size() - 1,
+             " more) in ", dir, " is not a regular file");
+    }
   } else if (file_exists(single_path)) {
     wanted["model.safetensors"] = {};
   } else {

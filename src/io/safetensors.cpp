@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "io/json_preview.h"
 
 namespace k3 {
 
@@ -77,6 +78,11 @@ SafetensorsFile::SafetensorsFile(const std::string& path, Residency residency)
   const char* hdr = reinterpret_cast<const char*>(base + 8);
   const uint64_t data_start = 8 + header_len;
   const uint64_t data_size = size - data_start;
+  // nlohmann treats a NUL byte as the end of input, so anything after one would be silently
+  // ignored (tensors included).  The format allows only trailing spaces as padding.
+  if (const void* nul = std::memchr(hdr, '\0', header_len))
+    fail(path, ": header contains a NUL byte at offset ", static_cast<const char*>(nul) - hdr,
+         " (the header must be JSON text, padded with trailing spaces only)");
 
   // Parse, rejecting duplicate top-level names (nlohmann would silently keep the last one).
   std::set<std::string> seen;
@@ -106,11 +112,19 @@ SafetensorsFile::SafetensorsFile(const std::string& path, Residency residency)
     const std::string& name = it.key();
     const json& v = it.value();
     if (name == "__metadata__") {
-      if (!v.is_object()) fail(path, ": __metadata__ is not an object");
-      for (auto m = v.begin(); m != v.end(); ++m)
-        metadata_[m.key()] = m.value().is_string() ? m.value().get<std::string>() : m.value().dump();
+      if (!v.is_object()) fail(path, ": __metadata__ is ", json_preview(v), ", expected an object");
+      // The format defines __metadata__ as a string-to-string map; anything else is a broken writer.
+      for (auto m = v.begin(); m != v.end(); ++m) {
+        if (!m.value().is_string())
+          fail(path, ": __metadata__ value ", json_preview(m.key()), " is ", json_preview(m.value()),
+               ", expected a string");
+        metadata_[m.key()] = m.value().get<std::string>();
+      }
       continue;
     }
+    // A "\u0000" escape puts a NUL in the name; it would cut every message that names the tensor.
+    if (name.find('\0') != std::string::npos)
+      fail(path, ": tensor name ", json_preview(name, 200), " contains a NUL byte");
     auto where = [&] { return cat(path, ": tensor '", name, "': "); };
     if (!v.is_object()) fail(where(), "entry is not an object");
     if (!v.contains("dtype") || !v["dtype"].is_string()) fail(where(), "missing or non-string 'dtype'");
@@ -125,7 +139,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path, Residency residency)
     bool overflow = false;
     for (const json& d : v["shape"]) {
       uint64_t dim = 0;
-      if (!as_u64(d, &dim)) fail(where(), "shape entry ", d.dump(), " is not a non-negative integer");
+      if (!as_u64(d, &dim)) fail(where(), "shape entry ", json_preview(d), " is not a non-negative integer");
       if (dim > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) overflow = true;
       tv.shape.push_back(static_cast<int64_t>(dim));
       if (dim != 0 && numel > std::numeric_limits<uint64_t>::max() / dim) overflow = true;
@@ -153,15 +167,23 @@ SafetensorsFile::SafetensorsFile(const std::string& path, Residency residency)
     (void)inserted;
     spans.push_back({begin, end, &slot->first});
   }
+  // Empty tensors own no bytes and may sit anywhere (even inside another tensor's span); drop them
+  // first, so they cannot hide an overlap between the tensors sorted around them.
+  spans.erase(std::remove_if(spans.begin(), spans.end(), [](const Span& s) { return s.begin == s.end; }),
+              spans.end());
   std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
   });
+  // Compare each span with the furthest-reaching one before it, not just its neighbour: a long
+  // span can overlap several shorter ones that follow it.
+  size_t reach = 0;
   for (size_t i = 1; i < spans.size(); ++i) {
-    const Span& a = spans[i - 1];
+    const Span& a = spans[reach];
     const Span& b = spans[i];
-    if (b.begin < a.end && b.end > b.begin && a.end > a.begin)
+    if (b.begin < a.end)
       fail(path, ": tensors '", *a.name, "' [", a.begin, ", ", a.end, ") and '", *b.name, "' [", b.begin, ", ", b.end,
            ") overlap");
+    if (b.end > a.end) reach = i;
   }
 }
 

@@ -1,5 +1,6 @@
 // Checkpoint directories: single file, sharded with index, and broken indexes.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include "base/error.h"
 #include "io/checkpoint.h"
@@ -77,6 +78,39 @@ TEST(Checkpoint, BadIndexes) {
   EXPECT_NE(load_error(tmp.path()).find("invalid shard"), std::string::npos);
   testing::write_file(tmp.file("model.safetensors.index.json"), R"({"weight_map":{"a":5}})");
   EXPECT_NE(load_error(tmp.path()).find("not a file name"), std::string::npos);
+}
+
+TEST(Checkpoint, NulBytesInTheIndex) {
+  TempDir tmp;
+  write_shard(tmp.file("s1.safetensors"), {"a"});
+  // nlohmann would stop at the NUL and never see the second (broken) entry.
+  testing::write_file(tmp.file("model.safetensors.index.json"),
+                      std::string(R"({"weight_map":{"a":"s1.safetensors"}})") + std::string(1, '\0') + R"(,"b":5})");
+  std::string err = load_error(tmp.path());
+  EXPECT_NE(err.find("model.safetensors.index.json: contains a NUL byte at offset 37"), std::string::npos) << err;
+  testing::write_file(tmp.file("model.safetensors.index.json"), R"({"weight_map":{"a":"s1.safetensors\u0000../x"}})");
+  err = load_error(tmp.path());
+  EXPECT_NE(err.find("weight_map entry 'a' names a shard file containing a NUL byte: \"s1.safetensors\\u0000../x\""),
+            std::string::npos)
+      << err;
+  testing::write_file(tmp.file("model.safetensors.index.json"), R"({"weight_map":{"a\u0000b":"s1.safetensors"}})");
+  err = load_error(tmp.path());
+  EXPECT_NE(err.find("weight_map key \"a\\u0000b\" contains a NUL byte"), std::string::npos) << err;
+}
+
+TEST(Checkpoint, ShardThatIsNotARegularFile) {
+  TempDir tmp;
+  write_shard(tmp.file("s1.safetensors"), {"a"});
+  ASSERT_EQ(::mkdir(tmp.file("dir.safetensors").c_str(), 0755), 0);
+  ASSERT_EQ(::mkfifo(tmp.file("fifo.safetensors").c_str(), 0644), 0);
+  for (const char* shard : {"dir.safetensors", "fifo.safetensors"}) {
+    SCOPED_TRACE(shard);
+    testing::write_file(tmp.file("model.safetensors.index.json"),
+                        std::string(R"({"weight_map":{"a":"s1.safetensors","b":")") + shard + R"("}})");
+    const std::string err = load_error(tmp.path());
+    EXPECT_NE(err.find(std::string("shard '") + shard + "'"), std::string::npos) << err;
+    EXPECT_NE(err.find("is not a regular file"), std::string::npos) << err;
+  }
 }
 
 TEST(Checkpoint, SameTensorInTwoShards) {

@@ -101,6 +101,27 @@ TEST(Safetensors, MalformedHeadersGiveClearErrors) {
       {"entry not object", R"({"a":5})", 0, 0, "entry is not an object"},
       {"huge shape", R"({"a":{"dtype":"F32","shape":[4294967296,4294967296,16],"data_offsets":[0,4]}})", 4, 0,
        "too large"},
+      {"non-string metadata", R"({"__metadata__":{"format":123},"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})",
+       1, 0, "__metadata__ value \"format\" is 123, expected a string"},
+      {"metadata not an object", R"({"__metadata__":[1]})", 0, 0, "__metadata__ is an array of 1 entry"},
+      {"NUL after the JSON",
+       std::string(R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})") + std::string(1, '\0') + "junk {{{", 1,
+       0, "NUL byte at offset 53"},
+      {"NUL hiding a tensor",
+       std::string(R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})") + std::string(1, '\0') +
+           R"(,"b":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})",
+       1, 0, "NUL byte"},
+      {"trailing NUL padding", std::string(R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})") + std::string(3, '\0'),
+       1, 0, "padded with trailing spaces only"},
+      {"NUL in a tensor name", R"({"a\u0000b":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})", 1, 0,
+       "tensor name \"a\\u0000b\" contains a NUL byte"},
+      {"string shape entry", R"({"a":{"dtype":"U8","shape":["1"],"data_offsets":[0,1]}})", 1, 0,
+       "shape entry \"1\" is not a non-negative integer"},
+      // Sorted by start, the empty 'm' sits between 'a' and 'b'; it must not hide their overlap.
+      {"overlap behind an empty tensor",
+       R"({"a":{"dtype":"U8","shape":[8],"data_offsets":[0,8]},"m":{"dtype":"U8","shape":[0],"data_offsets":[4,4]},)"
+       R"("b":{"dtype":"U8","shape":[8],"data_offsets":[6,14]}})",
+       14, 0, "tensors 'a' [0, 8) and 'b' [6, 14) overlap"},
   };
   TempDir tmp;
   for (const BadCase& c : cases) {
@@ -111,6 +132,36 @@ TEST(Safetensors, MalformedHeadersGiveClearErrors) {
     EXPECT_NE(err.find(c.expect), std::string::npos) << err;
     EXPECT_NE(err.find(path), std::string::npos) << "error must name the file: " << err;
   }
+}
+
+// Untrusted values nested 100,000 deep parse fine (nlohmann's parser is iterative) but must never
+// be dumped whole into an error: dump() recurses per level and would overflow the stack.
+TEST(Safetensors, DeeplyNestedValuesAreDescribedNotDumped) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  TempDir tmp;
+  const std::string path = tmp.file("deep.safetensors");
+  write_raw(path, R"({"a":{"dtype":"U8","shape":[)" + deep + R"(],"data_offsets":[0,1]}})", 1);
+  std::string err = open_error(path);
+  EXPECT_NE(err.find("shape entry an array of 1 entry is not a non-negative integer"), std::string::npos) << err;
+  write_raw(path, R"({"__metadata__":{"x":)" + deep + R"(},"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})", 1);
+  err = open_error(path);
+  EXPECT_NE(err.find("__metadata__ value \"x\" is an array of 1 entry, expected a string"), std::string::npos) << err;
+  write_raw(path, R"({"a":)" + deep + "}", 0);
+  err = open_error(path);
+  EXPECT_NE(err.find("tensor 'a': entry is not an object"), std::string::npos) << err;
+}
+
+// The format pads headers with trailing spaces; those and empty tensors anywhere stay accepted.
+TEST(Safetensors, TrailingSpacesAndEmptyTensorsInsideOthersAreFine) {
+  TempDir tmp;
+  const std::string path = tmp.file("ok.safetensors");
+  write_raw(path,
+            std::string(R"({"a":{"dtype":"U8","shape":[8],"data_offsets":[0,8]},"e":{"dtype":"F32","shape":[0,3],)"
+                        R"("data_offsets":[4,4]}})") + std::string(5, ' '),
+            8);
+  SafetensorsFile f(path);
+  EXPECT_EQ(f.tensors().size(), 2u);
+  EXPECT_EQ(f.find("e")->nbytes, 0u);
 }
 
 TEST(Safetensors, TooShortAndMissingFiles) {
