@@ -5,6 +5,7 @@
 // message naming the field; all problems are reported together.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <regex>
 #include <string>
@@ -86,9 +87,13 @@ struct TextConfig {
   bool is_moe_layer(int layer) const;
   int num_kda_layers() const;
   int num_mla_layers() const;
-  int kda_width() const { return kda.num_heads * kda.head_dim; }
-  int mla_qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
-  int mla_cache_width() const { return kv_lora_rank + qk_rope_head_dim; }
+  // Derived widths, computed in 64 bits: each field may be up to 2^30, so an int product or sum
+  // could overflow (UB).  parse_model_config rejects configs whose derived widths exceed
+  // kMaxDerivedWidth, so for a parsed config the narrowing back to int is exact.
+  static constexpr int64_t kMaxDerivedWidth = int64_t{1} << 24;
+  int kda_width() const { return static_cast<int>(int64_t{kda.num_heads} * kda.head_dim); }
+  int mla_qk_head_dim() const { return static_cast<int>(int64_t{qk_nope_head_dim} + qk_rope_head_dim); }
+  int mla_cache_width() const { return static_cast<int>(int64_t{kv_lora_rank} + qk_rope_head_dim); }
 };
 
 struct ModelConfig {

@@ -15,8 +15,17 @@ class Binder {
   Binder(const Checkpoint& ckpt, const ModelConfig& cfg, const BindOptions& opt, ModelWeights* out)
       : ckpt_(ckpt), cfg_(cfg), opt_(opt), out_(out) {}
 
+  // The first kMaxKeptProblems problems, and how many there were in all.  A config naming a
+  // million experts against a small checkpoint would otherwise build millions of messages.
+  static constexpr size_t kMaxKeptProblems = 100;
   std::vector<std::string> problems;
+  size_t problem_count = 0;
   std::set<std::string> used;
+
+  void problem(std::string what) {
+    ++problem_count;
+    if (problems.size() < kMaxKeptProblems) problems.push_back(std::move(what));
+  }
 
   // A Linear module: "<module>.weight" (bf16/f32) or "<module>.weight_packed" + "weight_scale" (MXFP4).
   Matrix linear(const std::string& module, int64_t rows, int64_t cols) {
@@ -49,7 +58,7 @@ class Binder {
     }
     used.insert(packed->name);
     if (cols % 32 != 0) {
-      problems.push_back(cat(module, ": MXFP4 needs the input width (", cols, ") to be a multiple of 32"));
+      problem(cat(module, ": MXFP4 needs the input width (", cols, ") to be a multiple of 32"));
       return m;
     }
     if (scale == nullptr) {
@@ -67,8 +76,8 @@ class Binder {
       const int64_t bad = scan.first_nan;
       zero_free = !scan.has_zero;
       if (bad >= 0) {
-        problems.push_back(cat(*scale->file, ": tensor '", scale->name, "': E8M0 scale 0xFF (NaN) at row ",
-                               bad / (cols / 32), ", group ", bad % (cols / 32)));
+        problem(cat(*scale->file, ": tensor '", scale->name, "': E8M0 scale 0xFF (NaN) at row ", bad / (cols / 32),
+                    ", group ", bad % (cols / 32)));
         return m;
       }
     }
@@ -80,8 +89,10 @@ class Binder {
   }
 
   // A small parameter vector widened to fp32; `shapes` lists the accepted shapes, `keep` how many
-  // leading values are live (A_log stores head_dim entries, only num_heads are used).
-  Vec vec(const std::string& name, const std::vector<std::vector<int64_t>>& shapes, int64_t keep = -1) {
+  // leading values are live (A_log stores head_dim entries, only num_heads are used) and
+  // `keep_why` says what they are for the error when the tensor holds fewer.
+  Vec vec(const std::string& name, const std::vector<std::vector<int64_t>>& shapes, int64_t keep = -1,
+          const std::string& keep_why = "") {
     const TensorView* t = ckpt_.find(name);
     if (t == nullptr) {
       missing(name, cat("[", shapes.front().empty() ? 0 : shapes.front()[0], "] fp32/bf16"));
@@ -92,6 +103,14 @@ class Binder {
     for (const auto& s : shapes) shape_ok |= t->shape == s;
     if (!shape_ok) {
       check_shape(*t, shapes.front());
+      return {};
+    }
+    // An accepted shape can still hold fewer values than `keep` (A_log stored as [head_dim] with
+    // num_heads > head_dim); reading past it would read another tensor's bytes.
+    if (keep > t->numel()) {
+      problem(cat(*t->file, ": tensor '", name, "' has shape ", t->shape_str(), " (", t->numel(),
+                  " values) but the config needs ", keep, keep_why.empty() ? "" : " (", keep_why,
+                  keep_why.empty() ? "" : ")"));
       return {};
     }
     const int64_t n = keep >= 0 ? keep : t->numel();
@@ -135,17 +154,17 @@ class Binder {
 
  private:
   void missing(const std::string& name, const std::string& expected) {
-    problems.push_back(cat("missing tensor '", name, "' (expected ", expected, ")"));
+    problem(cat("missing tensor '", name, "' (expected ", expected, ")"));
   }
   bool wrong_dtype(const TensorView& t, const char* expected) {
-    problems.push_back(cat(*t.file, ": tensor '", t.name, "' has dtype ", dtype_name(t.dtype), ", expected ", expected));
+    problem(cat(*t.file, ": tensor '", t.name, "' has dtype ", dtype_name(t.dtype), ", expected ", expected));
     return false;
   }
   bool check_shape(const TensorView& t, const std::vector<int64_t>& want) {
     if (t.shape == want) return true;
     TensorView w;
     w.shape = want;
-    problems.push_back(cat(*t.file, ": tensor '", t.name, "' has shape ", t.shape_str(), ", expected ", w.shape_str()));
+    problem(cat(*t.file, ": tensor '", t.name, "' has shape ", t.shape_str(), ", expected ", w.shape_str()));
     return false;
   }
   // Returns the data pointer, copying the tensor if it is not naturally aligned in the file.
@@ -206,7 +225,7 @@ ModelWeights bind_weights(const Checkpoint& ckpt, const ModelConfig& config, con
       k.f_a = b.linear(a + "f_a_proj", D, d);
       k.f_b = b.linear(a + "f_b_proj", P, D);
       k.b = b.linear(a + "b_proj", H, d);
-      k.a_log = b.vec(a + "A_log", {{D}, {H}, {1, 1, H, 1}}, H);
+      k.a_log = b.vec(a + "A_log", {{D}, {H}, {1, 1, H, 1}}, H, cat("one per KDA head, num_heads = ", H));
       k.dt_bias = b.vec1(a + "dt_bias", P);
       if (c.kda.full_rank_gate) {
         k.g = b.linear(a + "g_proj", P, d);
@@ -247,8 +266,11 @@ ModelWeights bind_weights(const Checkpoint& ckpt, const ModelConfig& config, con
         m.latent_up = b.linear(f + "routed_expert_up_proj", d, inner);
         if (c.latent_norm) m.latent_norm = b.vec1(f + "routed_expert_norm.weight", inner);
       }
-      m.experts.resize(c.num_experts);
-      for (int e = 0; e < c.num_experts; ++e) {
+      // The router has one row per expert.  If it did not bind (missing, or a shape that
+      // disagrees with num_experts, already reported), skip the experts: checking a bogus count
+      // such as 1,000,000 would allocate and look up millions of entries before failing anyway.
+      if (!m.router.empty()) m.experts.resize(c.num_experts);
+      for (int e = 0; e < static_cast<int>(m.experts.size()); ++e) {
         const std::string x = cat(f, "experts.", e, ".");
         m.experts[e] = {b.linear(x + "w1", c.moe_intermediate_size, inner),
                         b.linear(x + "w3", c.moe_intermediate_size, inner),
@@ -262,11 +284,11 @@ ModelWeights bind_weights(const Checkpoint& ckpt, const ModelConfig& config, con
     }
   }
 
-  if (!b.problems.empty()) {
-    const size_t n = b.problems.size();
+  if (b.problem_count > 0) {
+    const size_t n = b.problem_count;
     std::string msg = cat(ckpt.dir(), ": the checkpoint does not match its config (", n, " problem", n == 1 ? "" : "s",
                           "):");
-    const size_t show = std::min<size_t>(n, 60);
+    const size_t show = std::min<size_t>(b.problems.size(), 60);
     for (size_t i = 0; i < show; ++i) msg += "\n  " + b.problems[i];
     if (show < n) msg += cat("\n  ... and ", n - show, " more");
     throw Error(msg);

@@ -3,6 +3,8 @@
 
 #include <cstring>
 
+#include <nlohmann/json.hpp>
+
 #include "base/error.h"
 #include "kernels/mxfp4.h"
 #include "model/k3_model.h"
@@ -65,6 +67,66 @@ TEST_F(WeightsTest, MissingExpertNamesThePackedTensor) {
   testing::drop_tensor(dir(), std::string(kPrefix) + "4.block_sparse_moe.experts.6.w2.weight_scale");
   const std::string err = load_error(dir());
   EXPECT_NE(err.find("experts.6.w2.weight_packed' (expected U8 [64, 16]"), std::string::npos) << err;
+}
+
+// A_log may be stored as [head_dim] with only the first num_heads values live; with num_heads >
+// head_dim the tensor is too short and reading num_heads values would run into the next tensor.
+TEST_F(WeightsTest, ALogShorterThanNumHeadsIsRejected) {
+  const int64_t H = 48, D = 4;  // H * D = 192, the fixture's KDA width, so q/k/v keep their shapes
+  auto cfg = nlohmann::json::parse(testing::read_file(dir() + "/config.json"));
+  cfg["text_config"]["linear_attn_config"]["num_heads"] = H;
+  cfg["text_config"]["linear_attn_config"]["head_dim"] = D;
+  testing::write_file(dir() + "/config.json", cfg.dump());
+  auto ends_with = [](const std::string& s, const std::string& suffix) {
+    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  // Reshape every KDA tensor sized by head_dim or num_heads; A_log keeps [head_dim].
+  const std::vector<std::pair<std::string, std::vector<int64_t>>> reshaped = {
+      {"self_attn.f_a_proj.weight", {D, 128}}, {"self_attn.f_b_proj.weight", {192, D}},
+      {"self_attn.b_proj.weight", {H, 128}},   {"self_attn.o_norm.weight", {D}},
+      {"self_attn.A_log", {D}}};
+  for (const std::string shard : {"model-00001-of-000002.safetensors", "model-00002-of-000002.safetensors"})
+    testing::rewrite_safetensors(dir() + "/" + shard, [&](testing::TensorEdit& e) {
+      for (const auto& [suffix, shape] : reshaped)
+        if (ends_with(e.name, suffix)) {
+          int64_t n = 1;
+          for (int64_t x : shape) n *= x;
+          e.shape = shape;
+          e.bytes.assign(static_cast<size_t>(n) * dtype_size(e.dtype), 0);
+        }
+      return true;
+    });
+  const std::string err = load_error(dir());
+  EXPECT_NE(err.find("9 problems"), std::string::npos) << err;
+  EXPECT_NE(err.find("tensor '" + std::string(kPrefix) +
+                     "0.self_attn.A_log' has shape [4] (4 values) but the config needs 48 (one per KDA head, "
+                     "num_heads = 48)"),
+            std::string::npos)
+      << err;
+}
+
+// A bogus expert count is caught at the router, whose rows are the experts, instead of checking
+// (and allocating) a million experts per layer.
+TEST_F(WeightsTest, ExpertCountIsCheckedAgainstTheRouterFirst) {
+  auto cfg = nlohmann::json::parse(testing::read_file(dir() + "/config.json"));
+  cfg["text_config"]["num_experts"] = 1000000;
+  testing::write_file(dir() + "/config.json", cfg.dump());
+  const std::string err = load_error(dir());
+  EXPECT_NE(err.find("1.block_sparse_moe.gate.weight' has shape [8, 128], expected [1000000, 128]"), std::string::npos)
+      << err.substr(0, 2000);
+  EXPECT_EQ(err.find("experts.0."), std::string::npos) << err.substr(0, 2000);
+}
+
+// Problems are counted in full but only the first ones are kept and shown.
+TEST_F(WeightsTest, ManyProblemsAreCountedAndCapped) {
+  auto cfg = nlohmann::json::parse(testing::read_file(dir() + "/config.json"));
+  cfg["text_config"]["moe_intermediate_size"] = 64;  // every routed expert matrix now has the wrong shape
+  testing::write_file(dir() + "/config.json", cfg.dump());
+  const std::string err = load_error(dir());
+  // 12 MoE layers x (8 experts x 3 MXFP4 matrices x 2 (packed + scale) + 3 shared-expert matrices),
+  // far past the 100 kept: the count stays exact.
+  EXPECT_NE(err.find("(612 problems)"), std::string::npos) << err.substr(0, 500);
+  EXPECT_NE(err.find("\n  ... and 552 more"), std::string::npos) << err.substr(err.size() > 300 ? err.size() - 300 : 0);
 }
 
 TEST_F(WeightsTest, NaNScaleRejected) {
