@@ -3,9 +3,16 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <algorithm>
+#include <charconv>
 #include <cstdlib>
+#include <exception>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <string_view>
+
+#include "base/error.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -44,22 +51,35 @@ void pin_to_cpu(std::thread::native_handle_type h, int cpu) {
 }  // namespace
 
 ThreadPool::ThreadPool(int threads, bool pin) {
+  K3_CHECK(threads >= 0, "thread count must be >= 0 (0 = one per CPU), got ", threads);
+  K3_CHECK(threads <= kMaxThreads, "thread count ", threads, " is too large (at most ", kMaxThreads, ")");
   const int cpus = available_cpus();
-  if (threads <= 0) threads = cpus;
+  if (threads == 0) threads = std::min(cpus, kMaxThreads);
   // Spinning only pays when every thread has a core of its own.
   spin_iters_ = threads <= cpus ? 20000 : 0;
   if (pin) pin_to_cpu(pthread_self(), 0);
-  for (int i = 1; i < threads; ++i) {
-    workers_.emplace_back([this, i] { worker_loop(i); });
-    if (pin) pin_to_cpu(workers_.back().native_handle(), i);
+  try {
+    workers_.reserve(static_cast<size_t>(threads - 1));
+    for (int i = 1; i < threads; ++i) {
+      workers_.emplace_back([this, i] { worker_loop(i); });
+      if (pin) pin_to_cpu(workers_.back().native_handle(), i);
+    }
+  } catch (const std::exception& e) {
+    // The destructor does not run for a constructor that throws, and destroying a joinable
+    // std::thread calls std::terminate: stop and join the workers already running first.
+    stop_workers();
+    fail("cannot start ", threads, " threads: ", e.what());
   }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stop_workers(); }
+
+void ThreadPool::stop_workers() {
   stop_.store(true);
   epoch_.fetch_add(1);
   epoch_.notify_all();
   for (std::thread& t : workers_) t.join();
+  workers_.clear();
 }
 
 void ThreadPool::work_on(Job& job, int thread) {
@@ -154,14 +174,28 @@ std::atomic<ThreadPool*> g_pool{nullptr};
 
 }  // namespace
 
+int threads_from_env() {
+  const char* env = std::getenv("K3_THREADS");
+  // An empty value counts as unset, as it does for most variables a shell exports.
+  if (env == nullptr || *env == '\0') return 0;
+  const std::string_view text(env);
+  int n = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  K3_CHECK(ec != std::errc::invalid_argument && end == text.data() + text.size() && n >= 0,
+           "K3_THREADS must be a whole number >= 0 (0 = one per CPU), got '", text, "'");
+  K3_CHECK(ec != std::errc::result_out_of_range && n <= ThreadPool::kMaxThreads, "K3_THREADS='", text,
+           "' is too many threads (at most ", ThreadPool::kMaxThreads, ")");
+  return n;
+}
+
 ThreadPool& global_pool() {
   if (ThreadPool* p = g_pool.load(std::memory_order_acquire)) return *p;
   std::lock_guard<std::mutex> lock(pool_mutex());
   auto& slot = pool_slot();
   if (!slot) {
-    int n = 0;
-    if (const char* env = std::getenv("K3_THREADS")) n = std::atoi(env);
-    slot = std::make_unique<ThreadPool>(n);
+    // A bad K3_THREADS or a failed thread start throws and leaves no pool: the next call
+    // reports the same error instead of silently running with some other count.
+    slot = std::make_unique<ThreadPool>(threads_from_env());
     g_pool.store(slot.get(), std::memory_order_release);
   }
   return *slot;
@@ -169,9 +203,10 @@ ThreadPool& global_pool() {
 
 void set_num_threads(int threads, bool pin) {
   std::lock_guard<std::mutex> lock(pool_mutex());
+  // Built before the old pool goes, so a count that cannot be had leaves the old pool in place.
+  auto fresh = std::make_unique<ThreadPool>(threads, pin);
   g_pool.store(nullptr);
-  pool_slot().reset();
-  pool_slot() = std::make_unique<ThreadPool>(threads, pin);
+  pool_slot() = std::move(fresh);
   g_pool.store(pool_slot().get(), std::memory_order_release);
 }
 

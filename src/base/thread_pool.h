@@ -20,7 +20,12 @@ namespace k3 {
 
 class ThreadPool {
  public:
-  // threads = 0: one per CPU this process may run on.  pin: bind thread i to CPU i.
+  // More threads than this is a typo or a misread setting, not a useful pool: a kernel's tasks
+  // are split a few per thread, and thousands of threads only add switching and memory.
+  static constexpr int kMaxThreads = 1024;
+
+  // threads = 0: one per CPU this process may run on.  pin: bind thread i to CPU i.  Throws
+  // k3::Error for a count outside [0, kMaxThreads] or when the threads cannot be started.
   explicit ThreadPool(int threads = 0, bool pin = false);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
@@ -45,6 +50,7 @@ class ThreadPool {
   };
   static void work_on(Job& job, int thread);
   void worker_loop(int index);
+  void stop_workers();  // wakes, stops and joins every worker
 
   std::vector<std::thread> workers_;
   std::mutex job_mutex_;  // guards current_
@@ -71,10 +77,16 @@ class SerialScope {
 // Number of CPUs this process may run on (sched_getaffinity), at least 1.
 int available_cpus();
 
+// The thread count K3_THREADS asks for: 0 when unset or empty (one per CPU).  Throws k3::Error
+// naming K3_THREADS and its value when it is not a whole number in [0, ThreadPool::kMaxThreads].
+int threads_from_env();
+
 // The process-wide pool the kernels use; created on first use with set_num_threads()'s value
-// (default: available_cpus(), or K3_THREADS).
+// (default: available_cpus(), or K3_THREADS).  Throws k3::Error as threads_from_env() and the
+// ThreadPool constructor do.
 ThreadPool& global_pool();
-// Replaces the global pool (call before heavy work starts, not while kernels run).
+// Replaces the global pool (call before heavy work starts, not while kernels run).  On an error
+// (see ThreadPool's constructor) the old pool stays.
 void set_num_threads(int threads, bool pin = false);
 
 }  // namespace k3

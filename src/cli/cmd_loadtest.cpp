@@ -25,9 +25,16 @@ void add_loadtest_command(CLI::App& app, Runner& run) {
       for (const auto& l : levels)
         std::printf("%-11d %8d %6d %13lld %8.2f %11.1f %10.3f %16.1f\n", l.concurrency, l.requests, l.failed,
                     l.output_tokens, l.wall_s, l.tokens_per_s, l.mean_ttft_s, l.mean_stream_tokens_per_s);
-      for (const auto& l : levels)
-        if (l.failed) return 1;
-      return 0;
+      // Failed requests leave holes in the numbers above; say why, once per level, so a wrong
+      // --api-key or --model is visible without reading the server's log.
+      int status = 0;
+      for (const auto& l : levels) {
+        if (!l.failed) continue;
+        std::printf("concurrency %d: %d of %d requests failed; first error: %s\n", l.concurrency, l.failed,
+                    l.requests, l.first_error.c_str());
+        status = 1;
+      }
+      return status;
     };
   });
 }

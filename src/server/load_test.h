@@ -1,7 +1,9 @@
 // `k3 loadtest`: measures a running server's output throughput at several concurrency levels.
 // At each level, `concurrency` clients each send `rounds` streamed /v1/completions requests
 // (max_tokens new tokens, ignore_eos, greedy) back to back; output tokens/s is all completion
-// tokens (from each stream's usage chunk) over the level's wall time.
+// tokens (from each stream's usage chunk) over the level's wall time.  A request that fails (HTTP
+// error, transport error, a stream without usage.completion_tokens) is counted, and each level
+// keeps the first failure's reason so a bad key or model id is visible, not just a count.
 #pragma once
 
 #include <string>
@@ -28,9 +30,18 @@ struct LoadTestLevel {
   double tokens_per_s = 0;
   double mean_ttft_s = 0;
   double mean_stream_tokens_per_s = 0;  // per request, after its first token
+  // "" when no request failed; else the first failure's reason, e.g. "HTTP 401: invalid API key"
+  // or "no answer (httplib error: Connection)".
+  std::string first_error;
 };
 
-// Throws k3::Error when the server cannot be reached.
+// The most client threads one level may ask for: beyond it the client machine, not the server,
+// is what gets measured (and thread creation may fail).
+inline constexpr int kMaxLoadTestConcurrency = 4096;
+
+// Throws k3::Error, before any request is sent, for a bad option (url not http[s]://HOST[:PORT],
+// a concurrency level outside [1, kMaxLoadTestConcurrency], rounds or max_tokens < 1), when the
+// server's /health does not answer 200, or when a level's client threads cannot be started.
 std::vector<LoadTestLevel> run_load_test(const LoadTestOptions& options);
 
 }  // namespace k3::server

@@ -1,10 +1,18 @@
-// The thread pool: every task runs exactly once, static assignment, nesting, oversubscription.
+// The thread pool: every task runs exactly once, static assignment, nesting, oversubscription;
+// bad thread counts (argument or K3_THREADS) and failed thread starts are errors, not crashes.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "base/error.h"
 #include "base/thread_pool.h"
 
 namespace k3 {
@@ -77,6 +85,100 @@ TEST(ThreadPool, GlobalPoolCanBeResized) {
   EXPECT_EQ(global_pool().size(), 3);
   set_num_threads(0);
   EXPECT_EQ(global_pool().size(), available_cpus());
+}
+
+// The message of the k3::Error that fn throws ("" when it throws none).
+template <typename Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ThreadPool, RejectsANegativeOrTooLargeThreadCount) {
+  EXPECT_NE(error_of([] { ThreadPool pool(-5); }).find("-5"), std::string::npos);
+  const std::string big = error_of([] { ThreadPool pool(ThreadPool::kMaxThreads + 1); });
+  EXPECT_NE(big.find(std::to_string(ThreadPool::kMaxThreads + 1)), std::string::npos) << big;
+  EXPECT_NE(big.find("at most"), std::string::npos) << big;
+}
+
+// Sets K3_THREADS for one scope and puts the old value back.
+class ScopedK3Threads {
+ public:
+  explicit ScopedK3Threads(const char* value) {
+    if (const char* old = std::getenv("K3_THREADS")) old_ = old;
+    setenv("K3_THREADS", value, 1);
+  }
+  ~ScopedK3Threads() {
+    if (old_) setenv("K3_THREADS", old_->c_str(), 1);
+    else unsetenv("K3_THREADS");
+  }
+
+ private:
+  std::optional<std::string> old_;
+};
+
+TEST(ThreadPool, K3ThreadsMustBeAWholeNumberInRange) {
+  for (const char* bad : {"abc", "-5", "12abc", " 4", "4.5", "100000", "99999999999999"}) {
+    ScopedK3Threads env(bad);
+    const std::string msg = error_of([] { threads_from_env(); });
+    EXPECT_NE(msg.find("K3_THREADS"), std::string::npos) << bad << ": " << msg;
+    EXPECT_NE(msg.find(bad), std::string::npos) << bad << ": " << msg;
+  }
+  {
+    ScopedK3Threads env("3");
+    EXPECT_EQ(threads_from_env(), 3);
+  }
+  {
+    ScopedK3Threads env("");  // empty = unset
+    EXPECT_EQ(threads_from_env(), 0);
+  }
+}
+
+TEST(ThreadPool, AFailedResizeKeepsTheOldPool) {
+  set_num_threads(3);
+  EXPECT_THROW(set_num_threads(100000), Error);
+  EXPECT_EQ(global_pool().size(), 3);
+  set_num_threads(0);
+}
+
+// Caps this process's address space at its current size plus `headroom` bytes (room for a few
+// thread stacks only).  Exits with 2 when it cannot.
+void limit_address_space(rlim_t headroom) {
+  long pages = 0;
+  if (std::FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld", &pages) != 1) pages = 0;
+    std::fclose(f);
+  }
+  const rlim_t now = static_cast<rlim_t>(pages) * static_cast<rlim_t>(sysconf(_SC_PAGESIZE));
+  rlimit lim;
+  lim.rlim_cur = lim.rlim_max = now + headroom;
+  if (pages == 0 || setrlimit(RLIMIT_AS, &lim) != 0) std::_Exit(2);
+}
+
+// In the death test's child: start 1000 threads with room for a few; exit 0 on the k3::Error.
+void start_too_many_threads() {
+  limit_address_space(256u << 20);
+  try {
+    ThreadPool pool(1000);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    std::_Exit(std::string(e.what()).find("cannot start 1000 threads") == 0 ? 0 : 1);
+  }
+  std::_Exit(3);  // every thread started: the limit did not bite
+}
+
+// Starting 1000 threads fails part way under the limit above, which used to std::terminate (the
+// started threads were destroyed joinable).  In a forked child so the limit does not touch the
+// rest of the tests.
+TEST(ThreadPool, ThreadsThatCannotStartAreAnErrorNotACrash) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "sanitizers reserve more address space than the limit allows";
+#endif
+  EXPECT_EXIT(start_too_many_threads(), testing::ExitedWithCode(0), "cannot start 1000 threads");
 }
 
 }  // namespace
