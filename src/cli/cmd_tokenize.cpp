@@ -2,9 +2,11 @@
 //   k3 tokenize --tiktoken FILE [--pattern k3|cl100k|o200k] [--allow-special]
 //   k3 tokenize --model DIR [--allow-special]        (the checkpoint's tokenizer, K3 pattern)
 // Without either, the built-in default model's tokenizer is used.
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
-#include <iostream>
-#include <iterator>
+#include <cstring>
 
 #include <nlohmann/json.hpp>
 
@@ -28,16 +30,24 @@ Tokenizer load_tokenizer(const TokenizerArgs& a) {
   return Tokenizer::from_model_dir(resolve_model_dir(a.model));
 }
 
+// Reads all of stdin with read(2): an iostream turns a read error (stdin redirected from a
+// directory: EISDIR) into a silent end of input, so `k3 tokenize < dir` printed [] and exit 0.
 std::string read_stdin() {
-  std::cin >> std::noskipws;
-  std::string data{std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()};
-  K3_CHECK(!std::cin.bad(), "cannot read stdin");
-  return data;
+  std::string data;
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(STDIN_FILENO, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail("cannot read stdin: ", std::strerror(errno));
+    if (n == 0) return data;
+    data.append(buf, static_cast<size_t>(n));
+  }
 }
 
 void write_stdout(const std::string& data) {
-  K3_CHECK(std::fwrite(data.data(), 1, data.size(), stdout) == data.size() && std::fflush(stdout) == 0,
-           "cannot write stdout");
+  errno = 0;
+  if (std::fwrite(data.data(), 1, data.size(), stdout) != data.size() || std::fflush(stdout) != 0)
+    fail("cannot write stdout: ", errno != 0 ? std::strerror(errno) : "write failed");
 }
 
 void add_tokenize_command(CLI::App& app, Runner& run) {

@@ -1,5 +1,9 @@
 // k3: run Kimi K3 from its official checkpoint.  See `k3 --help`.
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 
 #include "base/allocator.h"
@@ -8,6 +12,31 @@
 #include "base/log.h"
 #include "cli/commands.h"
 #include "io/mapped_file.h"
+
+namespace {
+
+// Output that never reached stdout (a full disk, /dev/full, a closed pipe with SIGPIPE ignored)
+// must not end in exit 0: a script would take the truncated output as the whole answer.  Commands
+// print through stdio and may ignore fflush's result while streaming, so the check is made once,
+// here, on the stream's sticky error flag.  Returns the exit code to use.
+int finish_stdout(int rc) {
+  errno = 0;
+  const bool flush_failed = std::fflush(stdout) != 0;
+  int err = errno;
+  if (!flush_failed && !std::ferror(stdout)) return rc;
+  if (!flush_failed) {
+    // glibc drops the buffer when a write fails, so a later fflush succeeds and the cause is
+    // gone; a zero-byte write reproduces it for devices that refuse every write (/dev/full).
+    err = ::write(STDOUT_FILENO, "", 0) < 0 ? errno : 0;
+  }
+  if (err != 0)
+    std::fprintf(stderr, "k3: error: cannot write stdout: %s\n", std::strerror(err));
+  else
+    std::fprintf(stderr, "k3: error: cannot write stdout: a write failed, the output is incomplete\n");
+  return rc == 0 ? 1 : rc;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   k3::tune_allocator();
@@ -42,7 +71,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return finish_stdout(app.exit(e));  // --help goes to stdout too
   }
   try {
     if (quiet) k3::set_log_level(k3::LogLevel::kError);
@@ -54,7 +83,7 @@ int main(int argc, char** argv) {
       if (k3::force_isa(want) != want)
         k3::log_warn("this CPU cannot run ", isa, "; using ", k3::isa_name(k3::active_isa()));
     }
-    return run ? run() : 0;
+    return finish_stdout(run ? run() : 0);
   } catch (const k3::Error& e) {
     std::fprintf(stderr, "k3: error: %s\n", e.what());
     return 1;

@@ -1,7 +1,11 @@
 #include "io/checkpoint.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -20,13 +24,34 @@ bool file_exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
+// open(2)/read(2) rather than an ifstream: a stream reports neither why an open failed (a
+// "cannot open" for a missing file, a mode-000 file, a symlink loop or a --model that is a file
+// all looked alike) nor a read error (a directory read as empty text, then "not valid JSON").
 std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, ": cannot open");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) fail(path, ": read error");
-  return ss.str();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail(path, ": cannot open: ", std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    fail(path, ": cannot read: is a directory, not a file");
+  }
+  // Not only regular files: `--request <(...)` hands over a pipe, which is read to its end.
+  std::string data;
+  if (S_ISREG(st.st_mode) && st.st_size > 0) data.reserve(static_cast<size_t>(st.st_size));
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      fail(path, ": read error: ", std::strerror(err));
+    }
+    if (n == 0) break;
+    data.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return data;
 }
 
 Checkpoint::Checkpoint(const std::string& dir, Residency residency) : dir_(dir) {

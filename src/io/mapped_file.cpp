@@ -1,6 +1,7 @@
 #include "io/mapped_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 
 #include "base/error.h"
 
@@ -59,6 +61,117 @@ uint64_t available_memory_bytes() {
   return 0;
 }
 
+// ---- SIGBUS on a mapped file that shrank --------------------------------------------------------
+// A shared mapping of a file that is truncated (or replaced in place) while mapped faults with
+// SIGBUS when a page past the new end is touched, and the default action kills the process with
+// no word of why.  A handler, installed with the first mapping, looks the faulting address up in
+// a fixed registry of live mappings and prints which file changed.  Everything it touches is
+// preformatted at map time: a signal handler may only call async-signal-safe functions (write,
+// _exit), so no allocation, no locks and no formatting happen inside it.
+namespace {
+
+constexpr size_t kMaxMappings = 512;
+constexpr size_t kMessageBytes = 512;
+
+struct MappingSlot {
+  std::atomic<int> state{0};  // 0 free, 1 being filled, 2 live (only live slots are read)
+  std::atomic<uintptr_t> begin{0}, end{0};
+  size_t length = 0;
+  char message[kMessageBytes];
+};
+
+MappingSlot g_mappings[kMaxMappings];
+std::mutex g_mappings_mu;  // serialises register/unregister (never taken by the handler)
+struct sigaction g_previous_sigbus {};
+bool g_sigbus_installed = false;
+
+void sigbus_handler(int sig, siginfo_t* info, void* context) {
+  // si_addr means something only for a fault the kernel raised (si_code > 0); a SIGBUS sent by
+  // kill() or raise() carries a sender pid in that space instead.
+  const bool fault = info != nullptr && info->si_code > 0;
+  const auto addr = reinterpret_cast<uintptr_t>(fault ? info->si_addr : nullptr);
+  for (MappingSlot& slot : g_mappings) {
+    if (!fault) break;
+    if (slot.state.load(std::memory_order_acquire) != 2) continue;
+    if (addr >= slot.begin.load(std::memory_order_relaxed) && addr < slot.end.load(std::memory_order_relaxed)) {
+      const char* p = slot.message;
+      size_t n = slot.length;
+      while (n > 0) {
+        const ssize_t w = ::write(STDERR_FILENO, p, n);
+        if (w <= 0) break;
+        p += w;
+        n -= static_cast<size_t>(w);
+      }
+      ::_exit(1);
+    }
+  }
+  // Not one of ours: hand it to whoever had it before, or die of it as the default would.
+  if ((g_previous_sigbus.sa_flags & SA_SIGINFO) != 0 && g_previous_sigbus.sa_sigaction != nullptr) {
+    g_previous_sigbus.sa_sigaction(sig, info, context);
+    return;
+  }
+  if (!fault && g_previous_sigbus.sa_handler == SIG_IGN) return;  // a sent SIGBUS stays ignored
+  if (g_previous_sigbus.sa_handler != SIG_DFL && g_previous_sigbus.sa_handler != SIG_IGN &&
+      g_previous_sigbus.sa_handler != nullptr) {
+    g_previous_sigbus.sa_handler(sig);
+    return;
+  }
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  ::sigaction(SIGBUS, &dfl, nullptr);
+  ::raise(sig);  // delivered on return (SIGBUS is blocked inside its handler); a fault re-faults
+}
+
+// Appends `text` to buf[len..cap) without overflowing; returns the new length.
+size_t append_bounded(char* buf, size_t len, size_t cap, const std::string& text) {
+  const size_t n = std::min(text.size(), cap - len);
+  std::memcpy(buf + len, text.data(), n);
+  return len + n;
+}
+
+// Returns the slot index, or -1 when the registry is full (the mapping then works, unguarded).
+int register_mapping(const void* base, size_t length, const std::string& path) {
+  std::lock_guard<std::mutex> lock(g_mappings_mu);
+  if (!g_sigbus_installed) {
+    struct sigaction sa {};
+    sa.sa_sigaction = sigbus_handler;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    if (::sigaction(SIGBUS, &sa, &g_previous_sigbus) != 0) return -1;
+    g_sigbus_installed = true;
+  }
+  for (size_t i = 0; i < kMaxMappings; ++i) {
+    MappingSlot& slot = g_mappings[i];
+    if (slot.state.load(std::memory_order_relaxed) != 0) continue;
+    slot.state.store(1, std::memory_order_relaxed);
+    // A very long path keeps its end (the file name) and loses the middle.
+    const std::string head = "k3: error: checkpoint file ";
+    const std::string tail = " changed or was truncated while mapped; use --weights memory\n";
+    const size_t room = kMessageBytes - head.size() - tail.size();
+    const std::string shown = path.size() <= room ? path : "..." + path.substr(path.size() - (room - 3));
+    size_t len = append_bounded(slot.message, 0, kMessageBytes, head);
+    len = append_bounded(slot.message, len, kMessageBytes, shown);
+    len = append_bounded(slot.message, len, kMessageBytes, tail);
+    slot.length = len;
+    slot.begin.store(reinterpret_cast<uintptr_t>(base), std::memory_order_relaxed);
+    // The mapping covers whole pages: a fault in the tail of the last one is ours too.
+    const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+    slot.end.store((reinterpret_cast<uintptr_t>(base) + length + page - 1) / page * page, std::memory_order_relaxed);
+    slot.state.store(2, std::memory_order_release);
+    return static_cast<int>(i);
+  }
+  return -1;
+}
+
+void unregister_mapping(int index) {
+  if (index < 0) return;
+  std::lock_guard<std::mutex> lock(g_mappings_mu);
+  g_mappings[index].state.store(0, std::memory_order_release);
+}
+
+}  // namespace
+
 MappedFile::MappedFile(const std::string& path, Residency residency, size_t align_offset)
     : path_(path), residency_(residency == Residency::kMemory ? Residency::kMemory : Residency::kMapped) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -89,6 +202,7 @@ MappedFile::MappedFile(const std::string& path, Residency residency, size_t alig
     base_ = p;
     data_ = static_cast<const uint8_t*>(p);
     ::close(fd);
+    guard_ = register_mapping(p, mapped_, path);
     return;
   }
   // kMemory: anonymous memory in whole 2 MiB pages, filled by pread, then made read-only.
@@ -124,6 +238,7 @@ MappedFile::MappedFile(const std::string& path, Residency residency, size_t alig
 }
 
 MappedFile::~MappedFile() {
+  unregister_mapping(guard_);  // before munmap: the range may be reused by another mapping
   if (base_ != nullptr) ::munmap(base_, mapped_);
 }
 

@@ -7,6 +7,10 @@
 //            entry (Zen 5, full-width bench checkpoint: 1.5-3.6 tokens/s mapped against 5.9-6.1
 //            tokens/s in memory).  Needs RAM for the whole file.
 // kAuto picks kMemory when the files fit comfortably in the memory available (Checkpoint).
+// A kMapped file that shrinks while mapped makes the next touch of a page past its new end fault
+// (SIGBUS).  The first kMapped file installs a SIGBUS handler that names the file ("changed or
+// was truncated while mapped; use --weights memory") and exits with status 1, instead of the
+// process dying silently; faults elsewhere keep their previous (default) handling.
 #pragma once
 
 #include <cstddef>
@@ -50,6 +54,7 @@ class MappedFile {
   void* base_ = nullptr;  // start of the mapping (data_ may sit up to 63 bytes into it)
   size_t mapped_ = 0;     // length of the mapping (rounded up to huge pages in kMemory)
   Residency residency_ = Residency::kMapped;
+  int guard_ = -1;        // kMapped: this mapping's slot in the SIGBUS registry (-1: none)
 };
 
 }  // namespace k3

@@ -185,6 +185,18 @@ SafetensorsFile::SafetensorsFile(const std::string& path, Residency residency)
            ") overlap");
     if (b.end > a.end) reach = i;
   }
+  // The tensors fill the data section exactly: from its first byte, without gaps, to the end of
+  // the file (the reference safetensors library refuses anything else).  A shard padded with 30 GB
+  // of stray bytes passed, and then made --weights auto map a file that did not need it.
+  uint64_t covered = 0;
+  for (const Span& s : spans) {
+    if (s.begin != covered)
+      fail(path, ": bytes [", covered, ", ", s.begin, ") of the data section belong to no tensor");
+    covered = s.end;
+  }
+  if (covered != data_size)
+    fail(path, ": ", data_size - covered, " bytes after the last tensor belong to no tensor (the data section is ",
+         data_size, " bytes, the tensors end at ", covered, ")");
 }
 
 const TensorView* SafetensorsFile::find(const std::string& name) const {

@@ -30,7 +30,12 @@ class SafetensorsWriter {
   size_t size() const { return entries_.size(); }
   std::vector<std::string> names() const;
 
-  // Writes the file (atomically: to a temporary name, then renamed).  Throws k3::Error.
+  // Writes the file.  A new or existing regular file is written atomically: to a unique
+  // temporary (mkstemp) in the same directory, then renamed over it; on any failure the temporary
+  // is removed and the old file is untouched.  A symlink to a regular file keeps being a symlink
+  // (its target is replaced); a dangling symlink is refused.  An existing non-regular file (a
+  // device such as /dev/null, a FIFO, /dev/stdout) is written in place, never replaced.  An empty
+  // path or a directory is refused.  Throws k3::Error naming the path and the system's reason.
   // `on_tensor` is called after each tensor is written (for progress).
   void write(const std::string& path, const std::function<void(uint64_t bytes)>& on_tensor = {}) const;
 

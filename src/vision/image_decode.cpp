@@ -1,9 +1,12 @@
 #include "vision/image_decode.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <vector>
 
 #include "base/error.h"
@@ -37,15 +40,49 @@ Image decode_image(std::span<const uint8_t> bytes, const std::string& source, co
   fail(source, ": not a PNG or JPEG image (unrecognised signature)");
 }
 
+// stat() first, then read at most max_bytes + 1: the old tellg() size check saw 0 bytes for
+// /dev/zero (which was then read until memory ran out) and a huge size for a directory.
 Image load_image_file(const std::string& path, const DecodeOptions& options) {
-  std::ifstream in(path, std::ios::binary);
-  K3_CHECK(in.is_open(), path, ": cannot open image file");
-  in.seekg(0, std::ios::end);
-  const auto size = static_cast<uint64_t>(std::max<std::streamoff>(0, in.tellg()));
-  K3_CHECK(size <= options.max_bytes, path, ": image file is ", size, " bytes, over the limit of ", options.max_bytes);
-  in.seekg(0, std::ios::beg);
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  K3_CHECK(!in.bad(), path, ": read error");
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block the open
+  if (fd < 0) fail(path, ": cannot open image file: ", std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    fail(path, ": cannot stat image file: ", std::strerror(err));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    if (S_ISDIR(st.st_mode)) fail(path, ": is a directory, not an image file");
+    fail(path, ": is not a regular file (expected a PNG or JPEG image file)");
+  }
+  if (static_cast<uint64_t>(st.st_size) > options.max_bytes) {
+    ::close(fd);
+    fail(path, ": image file is ", static_cast<uint64_t>(st.st_size), " bytes, over the limit of ", options.max_bytes);
+  }
+  // The stat size is only a hint (the file may grow while read): the cap is enforced on the bytes read.
+  std::vector<uint8_t> bytes;
+  const uint64_t cap = options.max_bytes == UINT64_MAX ? options.max_bytes : options.max_bytes + 1;
+  size_t have = 0;
+  bytes.resize(static_cast<size_t>(std::min<uint64_t>(cap, static_cast<uint64_t>(st.st_size) + 1)));
+  for (;;) {
+    if (have == bytes.size()) {
+      if (bytes.size() >= cap) break;
+      bytes.resize(static_cast<size_t>(std::min<uint64_t>(cap, uint64_t{bytes.size()} * 2 + 4096)));
+    }
+    const ssize_t n = ::read(fd, bytes.data() + have, bytes.size() - have);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      fail(path, ": read error: ", std::strerror(err));
+    }
+    if (n == 0) break;
+    have += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  if (have > options.max_bytes) fail(path, ": image file is over the limit of ", options.max_bytes, " bytes");
+  bytes.resize(have);
   return decode_image(bytes, path, options);
 }
 

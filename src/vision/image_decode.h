@@ -34,6 +34,8 @@ ImageFormat detect_image_format(std::span<const uint8_t> bytes);
 
 // `source` names the image in errors (a file name, "image_url 2", ...).
 Image decode_image(std::span<const uint8_t> bytes, const std::string& source, const DecodeOptions& options = {});
+// Only a regular file is read (a directory, device or FIFO is refused by name), and never more
+// than options.max_bytes + 1 bytes of it.
 Image load_image_file(const std::string& path, const DecodeOptions& options = {});
 
 // The codecs themselves (image_decode_png.cpp, image_decode_jpeg.cpp).

@@ -1,6 +1,7 @@
 // Checkpoint directories: single file, sharded with index, and broken indexes.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/error.h"
 #include "io/checkpoint.h"
@@ -125,6 +126,38 @@ TEST(Checkpoint, NoWeightsOrNotADirectory) {
   TempDir tmp;
   EXPECT_NE(load_error(tmp.path()).find("no model.safetensors"), std::string::npos);
   EXPECT_NE(load_error(tmp.file("nope")).find("not a directory"), std::string::npos);
+}
+
+std::string read_error(const std::string& path) {
+  try {
+    read_text_file(path);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Every way a config file cannot be read says why (not just "cannot open", and a directory is not
+// read as empty text that then fails as "not valid JSON").
+TEST(Checkpoint, ReadTextFileSaysWhy) {
+  TempDir tmp;
+  ASSERT_EQ(::mkdir(tmp.file("dir.json").c_str(), 0755), 0);
+  EXPECT_NE(read_error(tmp.file("dir.json")).find("dir.json: cannot read: is a directory"), std::string::npos)
+      << read_error(tmp.file("dir.json"));
+  EXPECT_NE(read_error(tmp.file("none.json")).find("none.json: cannot open: No such file or directory"),
+            std::string::npos);
+  testing::write_file(tmp.file("afile"), "x");
+  EXPECT_NE(read_error(tmp.file("afile") + "/config.json").find("cannot open: Not a directory"), std::string::npos);
+  ASSERT_EQ(::symlink("loop.json", tmp.file("loop.json").c_str()), 0);
+  EXPECT_NE(read_error(tmp.file("loop.json")).find("cannot open: Too many levels of symbolic links"),
+            std::string::npos);
+  if (::geteuid() != 0) {  // root reads a mode-000 file regardless
+    testing::write_file(tmp.file("locked.json"), "{}");
+    ASSERT_EQ(::chmod(tmp.file("locked.json").c_str(), 0), 0);
+    EXPECT_NE(read_error(tmp.file("locked.json")).find("cannot open: Permission denied"), std::string::npos);
+  }
+  testing::write_file(tmp.file("ok.json"), std::string("{\"a\":\0 1}", 9));
+  EXPECT_EQ(read_text_file(tmp.file("ok.json")), std::string("{\"a\":\0 1}", 9));  // every byte, NULs included
 }
 
 }  // namespace

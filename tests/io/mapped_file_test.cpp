@@ -1,6 +1,9 @@
 // MappedFile's two residencies give the same bytes; the residency names parse or are refused.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -109,6 +112,38 @@ TEST(MappedFile, CheckpointInEitherResidencyServesTheSameTensors) {
     EXPECT_EQ(std::string(reinterpret_cast<const char*>(x->data), x->nbytes),
               std::string(reinterpret_cast<const char*>(y->data), y->nbytes));
   }
+}
+
+// A shard truncated while mapped (--weights mmap) faults with SIGBUS on the next touch past its
+// new end; the handler names the file and exits 1 instead of the process dying of the signal.
+TEST(MappedFileDeathTest, TruncatedWhileMappedNamesTheFile) {
+  TempDir tmp;
+  const std::string path = tmp.file("shard.safetensors");
+  testing::write_file(path, pattern(3 * 4096 + 100));
+  EXPECT_EXIT(
+      {
+        MappedFile m(path, Residency::kMapped);
+        if (::truncate(path.c_str(), 0) != 0) std::_Exit(2);
+        volatile uint8_t byte = m.data()[2 * 4096 + 5];
+        (void)byte;
+        std::_Exit(0);  // not reached: the touch above faults
+      },
+      ::testing::ExitedWithCode(1),
+      "k3: error: checkpoint file .*shard\\.safetensors changed or was truncated while mapped; use --weights "
+      "memory");
+}
+
+// A SIGBUS that is not a fault inside a mapping (here: sent with raise) keeps its default action.
+TEST(MappedFileDeathTest, OtherSigbusStillKills) {
+  TempDir tmp;
+  testing::write_file(tmp.file("f.bin"), pattern(4096));
+  EXPECT_EXIT(
+      {
+        MappedFile m(tmp.file("f.bin"), Residency::kMapped);
+        ::raise(SIGBUS);
+        std::_Exit(0);
+      },
+      ::testing::KilledBySignal(SIGBUS), "");
 }
 
 }  // namespace

@@ -1,7 +1,13 @@
 // Safetensors: writer/reader round trip and every malformed-header case named by the issue.
+#include <dirent.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstring>
+#include <set>
+#include <thread>
 
 #include "base/error.h"
 #include "io/safetensors.h"
@@ -122,6 +128,14 @@ TEST(Safetensors, MalformedHeadersGiveClearErrors) {
        R"({"a":{"dtype":"U8","shape":[8],"data_offsets":[0,8]},"m":{"dtype":"U8","shape":[0],"data_offsets":[4,4]},)"
        R"("b":{"dtype":"U8","shape":[8],"data_offsets":[6,14]}})",
        14, 0, "tensors 'a' [0, 8) and 'b' [6, 14) overlap"},
+      // The tensors must fill the data section exactly (the reference library's rule).
+      {"gap between tensors",
+       R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},"b":{"dtype":"U8","shape":[4],"data_offsets":[6,10]}})",
+       10, 0, "bytes [4, 6) of the data section belong to no tensor"},
+      {"data before the first tensor", R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[2,6]}})", 6, 0,
+       "bytes [0, 2) of the data section belong to no tensor"},
+      {"bytes after the last tensor", R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]}})", 1000, 0,
+       "996 bytes after the last tensor belong to no tensor"},
   };
   TempDir tmp;
   for (const BadCase& c : cases) {
@@ -177,6 +191,118 @@ TEST(Safetensors, ErrorNamesTheTensor) {
   TempDir tmp;
   write_raw(tmp.file("t.safetensors"), R"({"layer.7.w":{"dtype":"BF16","shape":[3],"data_offsets":[0,4]}})", 4);
   EXPECT_NE(open_error(tmp.file("t.safetensors")).find("'layer.7.w'"), std::string::npos);
+}
+
+std::set<std::string> list_dir(const std::string& dir) {
+  std::set<std::string> names;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (const dirent* e = ::readdir(d))
+      if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") names.insert(e->d_name);
+    ::closedir(d);
+  }
+  return names;
+}
+
+std::string write_error(const SafetensorsWriter& w, const std::string& path) {
+  try {
+    w.write(path);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+SafetensorsWriter small_writer() {
+  SafetensorsWriter w;
+  w.add_f32("x", {2}, {1.0f, 2.0f});
+  return w;
+}
+
+// An empty --out and a directory are refused up front, leaving nothing behind (a directory used
+// to get a "<dir>.tmp" file beside it; an empty name wrote "./.tmp").
+TEST(SafetensorsWriter, RejectsEmptyPathAndDirectory) {
+  TempDir tmp;
+  ASSERT_EQ(::mkdir(tmp.file("d").c_str(), 0755), 0);
+  const SafetensorsWriter w = small_writer();
+  EXPECT_NE(write_error(w, "").find("output path is empty"), std::string::npos) << write_error(w, "");
+  EXPECT_NE(write_error(w, tmp.file("d")).find(tmp.file("d") + ": is a directory"), std::string::npos);
+  EXPECT_NE(write_error(w, tmp.file("d") + "/").find("is a directory name"), std::string::npos);
+  EXPECT_NE(write_error(w, tmp.file("none/x.safetensors")).find("cannot create: No such file or directory"),
+            std::string::npos);
+  EXPECT_EQ(list_dir(tmp.path()), (std::set<std::string>{"d"}));
+  EXPECT_TRUE(list_dir(tmp.file("d")).empty());
+}
+
+// The temporary is unique (mkstemp): a user's own "<name>.tmp" is neither overwritten nor
+// deleted, and a symlink stays a symlink while the file it points to gets the new contents.
+TEST(SafetensorsWriter, KeepsSymlinksAndUserTmpFiles) {
+  TempDir tmp;
+  testing::write_file(tmp.file("real.st"), "old");
+  testing::write_file(tmp.file("real.st.tmp"), "mine");
+  testing::write_file(tmp.file("link.st.tmp"), "mine too");
+  ASSERT_EQ(::symlink("real.st", tmp.file("link.st").c_str()), 0);
+  small_writer().write(tmp.file("link.st"));
+  struct stat st {};
+  ASSERT_EQ(::lstat(tmp.file("link.st").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
+  SafetensorsFile f(tmp.file("real.st"));
+  EXPECT_NE(f.find("x"), nullptr);
+  EXPECT_EQ(testing::read_file(tmp.file("real.st.tmp")), "mine");
+  EXPECT_EQ(testing::read_file(tmp.file("link.st.tmp")), "mine too");
+  EXPECT_EQ(list_dir(tmp.path()), (std::set<std::string>{"real.st", "real.st.tmp", "link.st", "link.st.tmp"}));
+  // A new file gets ordinary permissions (mkstemp's are 0600), an existing one keeps its own.
+  ASSERT_EQ(::chmod(tmp.file("real.st").c_str(), 0640), 0);
+  small_writer().write(tmp.file("real.st"));
+  ASSERT_EQ(::stat(tmp.file("real.st").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0640u);
+  const mode_t mask = ::umask(022);
+  ::umask(mask);
+  small_writer().write(tmp.file("new.st"));
+  ASSERT_EQ(::stat(tmp.file("new.st").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0666u & ~mask);
+  // A symlink to nothing is refused rather than guessed through.
+  ASSERT_EQ(::symlink("missing/x.st", tmp.file("dangling.st").c_str()), 0);
+  EXPECT_NE(write_error(small_writer(), tmp.file("dangling.st")).find("dangling symlink"), std::string::npos);
+}
+
+// A failure part way (here a fill that throws) removes the temporary and keeps the old file.
+TEST(SafetensorsWriter, FailureLeavesNoTemporary) {
+  TempDir tmp;
+  testing::write_file(tmp.file("out.st"), "old contents");
+  SafetensorsWriter w;
+  w.add_f32("a", {1}, {1.0f});
+  w.add("b", DType::kF32, {4}, [](uint8_t*, size_t) { fail("fill failed on purpose"); });
+  EXPECT_NE(write_error(w, tmp.file("out.st")).find("fill failed on purpose"), std::string::npos);
+  EXPECT_EQ(list_dir(tmp.path()), (std::set<std::string>{"out.st"}));
+  EXPECT_EQ(testing::read_file(tmp.file("out.st")), "old contents");
+}
+
+// Something that exists but is not a regular file (a FIFO here; a device such as /dev/null, or
+// /dev/stdout) is written in place: renaming over it would destroy it (--out /dev/full once
+// replaced the device node with a regular file).
+TEST(SafetensorsWriter, NonRegularTargetIsWrittenInPlace) {
+  TempDir tmp;
+  const std::string pipe = tmp.file("pipe");
+  ASSERT_EQ(::mkfifo(pipe.c_str(), 0600), 0);
+  std::string got;
+  std::thread reader([&] {
+    const int fd = ::open(pipe.c_str(), O_RDONLY);
+    if (fd < 0) return;
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(fd, buf, sizeof buf)) > 0) got.append(buf, static_cast<size_t>(n));
+    ::close(fd);
+  });
+  small_writer().write(pipe);
+  reader.join();
+  struct stat st {};
+  ASSERT_EQ(::lstat(pipe.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  EXPECT_EQ(list_dir(tmp.path()), (std::set<std::string>{"pipe"}));
+  ASSERT_GE(got.size(), 8u);
+  uint64_t len = 0;
+  std::memcpy(&len, got.data(), 8);
+  EXPECT_EQ(got.size(), 8 + len + 8);  // header, then the two floats
 }
 
 }  // namespace

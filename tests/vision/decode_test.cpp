@@ -1,6 +1,7 @@
 // Image decoding: every PNG colour type / depth and JPEG with EXIF orientation decode to the
 // expected 8-bit RGB / RGBA pixels; malformed input of every kind is a clear k3::Error.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstdlib>
 
@@ -249,6 +250,30 @@ TEST(MalformedImages, FileRoundTrip) {
   testing::write_file(tmp.file("empty.png"), "");
   EXPECT_NE(testing::error_message([&] { load_image_file(tmp.file("empty.png")); }).find("empty image"),
             std::string::npos);
+}
+
+// --image must name a regular file: a directory once reported "image file is
+// 9223372036854775807 bytes" and /dev/zero was read until memory ran out (its size reads as 0).
+TEST(MalformedImages, FileThatIsNotARegularFile) {
+  testing::TempDir tmp;
+  const std::string dir_err = testing::error_message([&] { load_image_file(tmp.path()); });
+  EXPECT_NE(dir_err.find(tmp.path() + ": is a directory"), std::string::npos) << dir_err;
+  const std::string zero_err = testing::error_message([] { load_image_file("/dev/zero"); });
+  EXPECT_NE(zero_err.find("/dev/zero: is not a regular file"), std::string::npos) << zero_err;
+  ASSERT_EQ(::mkfifo(tmp.file("pipe").c_str(), 0600), 0);
+  const std::string fifo_err = testing::error_message([&] { load_image_file(tmp.file("pipe")); });
+  EXPECT_NE(fifo_err.find("is not a regular file"), std::string::npos) << fifo_err;
+  const std::string missing = testing::error_message([&] { load_image_file(tmp.file("none.png")); });
+  EXPECT_NE(missing.find("cannot open image file: No such file or directory"), std::string::npos) << missing;
+}
+
+TEST(MalformedImages, FileOverTheByteLimit) {
+  testing::TempDir tmp;
+  testing::write_file(tmp.file("big.png"), std::string(200, 'x'));
+  DecodeOptions small;
+  small.max_bytes = 100;
+  const std::string err = testing::error_message([&] { load_image_file(tmp.file("big.png"), small); });
+  EXPECT_NE(err.find("200 bytes, over the limit of 100"), std::string::npos) << err;
 }
 
 }  // namespace

@@ -1,0 +1,152 @@
+// The `k3` executable's own input and output: stdout that cannot be written is an error (exit 1,
+// never a silent exit 0 with the output lost), stdin and config files that cannot be read say
+// why, and --out paths that are empty, directories, symlinks or devices are handled safely.
+#include <gtest/gtest.h>
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <set>
+#include <string>
+
+#include "support/test_support.h"
+
+namespace k3 {
+namespace {
+
+using testing::TempDir;
+
+std::string fixture() { return testing::fixture_dir("k3-tiny-a"); }
+std::string tiktoken() {
+  return "--tiktoken " + testing::fixture_dir("tokenizer") + "/cl100k_base.tiktoken --pattern cl100k";
+}
+
+// Runs `k3 <args>` through /bin/sh with stdin from /dev/null and stdout/stderr captured, then
+// `redirects` (sh applies redirections left to right, so these replace the defaults: "<dir",
+// ">/dev/full").
+testing::CommandResult run_shell(const std::string& args, const std::string& redirects) {
+  TempDir tmp;
+  const std::string out = tmp.file("stdout"), err = tmp.file("stderr");
+  const std::string line = testing::k3_binary() + " " + args + " </dev/null >" + out + " 2>" + err + " " + redirects;
+  const int status = std::system(line.c_str());
+  testing::CommandResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = testing::read_file(out);
+  r.err = testing::read_file(err);
+  return r;
+}
+
+bool dev_full_is_a_device() {
+  struct stat st {};
+  return ::lstat("/dev/full", &st) == 0 && S_ISCHR(st.st_mode);
+}
+
+std::set<std::string> list_dir(const std::string& dir) {
+  std::set<std::string> names;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (const dirent* e = ::readdir(d))
+      if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") names.insert(e->d_name);
+    ::closedir(d);
+  }
+  return names;
+}
+
+// `k3 generate > /dev/full` used to exit 0 with every token lost.  (Only a shell redirect opens
+// /dev/full here: nothing is ever written *over* it.)
+TEST(CliIo, StdoutThatCannotBeWrittenIsAnError) {
+  if (!dev_full_is_a_device()) GTEST_SKIP() << "/dev/full is not a character device here";
+  for (const std::string& args : {"generate --model " + fixture() + " --prompt-ids 1,2 --max-tokens 3",
+                                 "inspect " + fixture(), std::string("--help")}) {
+    SCOPED_TRACE(args);
+    const testing::CommandResult r = run_shell(args, ">/dev/full");
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find("k3: error: cannot write stdout: No space left on device"), std::string::npos) << r.err;
+  }
+  EXPECT_TRUE(dev_full_is_a_device());
+}
+
+// stdin redirected from a directory: tokenize printed [] (exit 0) and detokenize "unexpected end
+// of input"; the read error itself is the message now.
+TEST(CliIo, StdinThatCannotBeReadIsAnError) {
+  TempDir tmp;
+  for (const char* cmd : {"tokenize ", "detokenize "}) {
+    SCOPED_TRACE(cmd);
+    const testing::CommandResult r = run_shell(cmd + tiktoken(), "<" + tmp.path());
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_EQ(r.out, "");
+    EXPECT_NE(r.err.find("k3: error: cannot read stdin: Is a directory"), std::string::npos) << r.err;
+  }
+  // The ordinary path still works.
+  const testing::CommandResult ok = testing::run_k3("tokenize " + tiktoken(), "hello world");
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_EQ(ok.out, "[15339,1917]\n");
+}
+
+// Every reason a config.json cannot be read is named (they were all "config.json: cannot open",
+// and a directory was "not valid JSON").
+TEST(CliIo, ConfigThatCannotBeReadSaysWhy) {
+  TempDir tmp;
+  testing::write_file(tmp.file("afile"), "x");
+  const std::string m = tmp.file("m");
+  testing::copy_dir(fixture(), m);
+  ASSERT_EQ(::unlink((m + "/config.json").c_str()), 0);
+  ASSERT_EQ(::mkdir((m + "/config.json").c_str(), 0755), 0);
+  const std::string loop = tmp.file("loop");
+  testing::copy_dir(fixture(), loop);
+  ASSERT_EQ(::unlink((loop + "/config.json").c_str()), 0);
+  ASSERT_EQ(::symlink("config.json", (loop + "/config.json").c_str()), 0);
+
+  struct Case {
+    std::string model, expect;
+  };
+  const Case cases[] = {
+      {m, "config.json: cannot read: is a directory"},
+      {loop, "config.json: cannot open: Too many levels of symbolic links"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.model);
+    const testing::CommandResult r = testing::run_k3("generate --prompt-ids 1,2 --max-tokens 2 --model " + c.model);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find(c.expect), std::string::npos) << r.err;
+  }
+  // --model naming a file: whatever step notices first, the message says it is not a directory.
+  const testing::CommandResult r = testing::run_k3("generate --prompt-ids 1,2 --max-tokens 2 --model " + tmp.file("afile"));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("ot a directory"), std::string::npos) << r.err;
+}
+
+// logits --out: an empty name and a directory are refused before any work, and leave nothing
+// behind; a symlink stays a symlink; a user's own "<name>.tmp" survives.
+TEST(CliIo, LogitsOutPathsAreHandledSafely) {
+  TempDir tmp;
+  const std::string base = "logits --model " + fixture() + " --prompt-ids 1,2,3 --out ";
+  ASSERT_EQ(::mkdir(tmp.file("dir").c_str(), 0755), 0);
+
+  testing::CommandResult r = testing::run_k3(base + "''");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("output path is empty"), std::string::npos) << r.err;
+
+  r = testing::run_k3(base + tmp.file("dir"));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find(tmp.file("dir") + ": is a directory"), std::string::npos) << r.err;
+  EXPECT_EQ(list_dir(tmp.path()), (std::set<std::string>{"dir"}));
+
+  testing::write_file(tmp.file("real.st"), "old");
+  testing::write_file(tmp.file("link.st.tmp"), "mine");
+  ASSERT_EQ(::symlink("real.st", tmp.file("link.st").c_str()), 0);
+  r = testing::run_k3(base + tmp.file("link.st"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  struct stat st {};
+  ASSERT_EQ(::lstat(tmp.file("link.st").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
+  SafetensorsFile out(tmp.file("real.st"));
+  EXPECT_NE(out.find("logits"), nullptr);
+  EXPECT_EQ(testing::read_file(tmp.file("link.st.tmp")), "mine");
+  EXPECT_EQ(list_dir(tmp.path()), (std::set<std::string>{"dir", "real.st", "link.st", "link.st.tmp"}));
+}
+
+}  // namespace
+}  // namespace k3
