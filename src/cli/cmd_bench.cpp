@@ -74,7 +74,8 @@ void add_bench_command(CLI::App& app, Runner& run) {
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("bench", "Measure the machine, the kernels and the whole model");
-  sub->add_option("--model", a->model, "Checkpoint for the model figures (default: synthetic full-width K3)");
+  sub->add_option("--model", a->model, "Checkpoint for the model figures (default: synthetic full-width K3)")
+      ->check(kNonEmpty);
   sub->add_option("--threads", a->threads, "Worker threads (default: one per CPU)");
   sub->add_flag("--pin", a->pin, "Pin threads to CPUs");
   sub->add_option("--reps", a->reps, "Repetitions per figure (median, min and max are reported)")->check(CLI::Range(1, 1000));

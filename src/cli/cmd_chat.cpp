@@ -52,6 +52,7 @@ struct Printer {
 
 int chat(const std::string& dir, ChatSessionOptions opt) {
   auto model = Model::load(dir);
+  model->check_context(opt.context);
   const Tokenizer tokenizer = Tokenizer::from_model_dir(dir);
   std::unique_ptr<VisionModel> vision;
   if (model->config().has_vision) vision = load_vision_for(*model, dir);
@@ -65,7 +66,8 @@ int chat(const std::string& dir, ChatSessionOptions opt) {
       std::fflush(stdout);
     }
     if (!std::getline(std::cin, line)) break;
-    if (line.empty()) continue;
+    // A blank line is not a message (it would also use up any attached images).
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     if (line[0] == '/') {
       if (line == "/quit" || line == "/exit") break;
       if (line == "/help") {
@@ -107,7 +109,9 @@ int chat(const std::string& dir, ChatSessionOptions opt) {
       printer.end_reasoning();
       std::printf("\n");
       if (r.message.degraded) std::puts("(the reply did not follow the chat format; shown as text)");
-      if (r.finish_reason == "length") std::puts("(reply cut at --max-tokens)");
+      if (r.finish_reason == "length")
+        std::puts(r.context_full ? "(reply cut: the context is full; /reset or a larger --ctx)"
+                                 : "(reply cut at --max-tokens)");
     } catch (const Error& e) {
       printer.end_reasoning();
       std::printf("\n(error: %s)\n", e.what());
@@ -131,7 +135,8 @@ void add_chat_command(CLI::App& app, Runner& run) {
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("chat", "Chat in the terminal (streamed, think channel shown apart)");
-  sub->add_option("--model", a->model, "Checkpoint directory (default: the built-in tiny model)");
+  sub->add_option("--model", a->model, "Checkpoint directory (default: the built-in tiny model)")
+      ->check(kNonEmpty);
   sub->add_option("--effort", a->effort, "Thinking effort: low, high or max")->check(CLI::IsMember({"low", "high", "max"}));
   sub->add_flag("--no-think", a->no_think, "Answer without the think channel");
   sub->add_option("--max-tokens", a->max_tokens, "Tokens per reply")->check(kPositive);

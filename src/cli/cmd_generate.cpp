@@ -34,7 +34,8 @@ void add_generate_command(CLI::App& app, Runner& run) {
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("generate", "Generate tokens from a prompt (greedy by default), optionally with images");
-  sub->add_option("--model", a->model, "Checkpoint directory (default: the built-in tiny model)");
+  sub->add_option("--model", a->model, "Checkpoint directory (default: the built-in tiny model)")
+      ->check(kNonEmpty);
   auto* ids = sub->add_option("--prompt-ids", a->prompt_ids,
                               "Prompt token ids, e.g. 1,2,3 (with --image: the images' media prompts come first)");
   auto* text = sub->add_option("--prompt", a->prompt,
@@ -68,6 +69,7 @@ void add_generate_command(CLI::App& app, Runner& run) {
       ModelOptions options;
       options.precision = parse_precision(a->precision);
       auto model = Model::load(dir, options);
+      model->check_context(a->ctx);
 
       // Images: decoded and encoded (one pass each) before anything is generated.
       std::vector<PromptImage> images;

@@ -15,7 +15,8 @@ void add_logits_command(CLI::App& app, Runner& run) {
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("logits", "Write the prefill logits of a prompt to a safetensors file");
-  sub->add_option("--model", a->model, "Checkpoint directory (default: the built-in tiny model)");
+  sub->add_option("--model", a->model, "Checkpoint directory (default: the built-in tiny model)")
+      ->check(kNonEmpty);
   sub->add_option("--prompt-ids", a->prompt_ids, "Prompt token ids, e.g. 1,2,3")->required();
   sub->add_option("--out", a->out, "Output .safetensors file")->required();
   sub->add_option("--prefill-chunk", a->chunk, "Prompt tokens per forward pass")->check(kPositive);

@@ -24,7 +24,8 @@ void add_serve_command(CLI::App& app, Runner& run) {
   a->o.engine.scheduler.max_batch = 16;
   a->o.engine.scheduler.max_queue = 64;
   CLI::App* sub = app.add_subcommand("serve", "Serve the model over an OpenAI-compatible HTTP API, with a chat page at /");
-  sub->add_option("--model", a->model, "Checkpoint directory (default: the built-in tiny model)");
+  sub->add_option("--model", a->model, "Checkpoint directory (default: the built-in tiny model)")
+      ->check(kNonEmpty);
   sub->add_option("--served-model-name", a->served_name, "The model id clients send (default: the directory's name)");
   sub->add_option("--host", a->o.host, "Address to bind (default 127.0.0.1: this machine only)")
       ->capture_default_str();

@@ -19,12 +19,15 @@ void add_synth_command(CLI::App& app, Runner& run) {
   CLI::App* sub = app.add_subcommand("synth", "Write a synthetic K3-architecture checkpoint");
   sub->add_option("--preset", a->preset, "tiny (the built-in default) or k3-width (full K3 widths)");
   sub->add_option("--out", a->out, "Output directory")->required();
-  sub->add_option("--hidden", a->hidden, "hidden_size");
-  sub->add_option("--layers", a->layers, "num_hidden_layers (every 4th and the last are MLA)");
-  sub->add_option("--experts", a->experts, "num_experts");
-  sub->add_option("--top-k", a->top_k, "num_experts_per_token");
-  sub->add_option("--vocab", a->vocab, "vocab_size (>= 512)");
-  sub->add_option("--shards", a->shards, "Number of safetensors shards of the text model (default: by size; a vision tower has its own file)");
+  sub->add_option("--hidden", a->hidden, "hidden_size")->check(kPositive);
+  sub->add_option("--layers", a->layers, "num_hidden_layers (every 4th and the last are MLA)")->check(kPositive);
+  sub->add_option("--experts", a->experts, "num_experts")->check(kPositive);
+  sub->add_option("--top-k", a->top_k, "num_experts_per_token")->check(kPositive);
+  sub->add_option("--vocab", a->vocab, "vocab_size (>= 512)")->check(kPositive);
+  sub->add_option("--shards", a->shards,
+                  "Number of safetensors shards of the text model, at most layers + 1 (default: by size; a vision "
+                  "tower has its own file)")
+      ->check(kPositive);
   sub->add_option("--seed", a->seed, "Random seed");
   sub->add_option("--vision", a->vision,
                   "Vision tower: default (tiny preset: a small MoonViT-V2 tower; k3-width: none), tiny, or k3 "

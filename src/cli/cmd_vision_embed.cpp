@@ -23,7 +23,8 @@ void add_vision_embed_command(CLI::App& app, Runner& run) {
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("vision-embed", "Write the vision tower's inputs and projector output for images");
-  sub->add_option("--model", a->model, "Checkpoint directory with a vision tower (default: the built-in tiny model)");
+  sub->add_option("--model", a->model, "Checkpoint directory with a vision tower (default: the built-in tiny model)")
+      ->check(kNonEmpty);
   sub->add_option("--image", a->images, "PNG or JPEG file (repeatable; all images run packed in one pass)")->required();
   sub->add_option("--out", a->out, "Output .safetensors file")->required();
   sub->add_option("--threads", a->threads, "Worker threads (default: one per CPU, or K3_THREADS)")

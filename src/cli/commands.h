@@ -35,6 +35,9 @@ void add_loadtest_command(CLI::App& app, Runner& run);
 // and PositiveNumber print their bounds as 300-digit numbers.
 extern const CLI::Validator kNonNegative;
 extern const CLI::Validator kPositive;
+// For --model and other paths whose absence means a default: an explicit empty value (an unset
+// shell variable) is an error, not the default.
+extern const CLI::Validator kNonEmpty;
 // Parses "1,2,3" (commas and/or spaces); throws k3::Error naming the bad entry.
 std::vector<int32_t> parse_token_ids(const std::string& text);
 // --model default: $K3_DEFAULT_MODEL, else ~/.cache/k3/default-tiny; synthesised on first use.

@@ -30,6 +30,11 @@ CLI::Validator number_at_least(double least, bool strict, const char* rule) {
 
 const CLI::Validator kNonNegative = number_at_least(0, false, ">= 0");
 const CLI::Validator kPositive = number_at_least(0, true, "> 0");
+const CLI::Validator kNonEmpty(
+    [](std::string& in) -> std::string {
+      return in.empty() ? "must not be empty (leave the option out for the default)" : std::string();
+    },
+    "NONEMPTY");
 
 std::vector<int32_t> parse_token_ids(const std::string& text) {
   std::vector<int32_t> ids;

@@ -122,10 +122,17 @@ ChatReply ChatSession::send(const std::string& user_text, const std::function<vo
   std::vector<EmbeddingOverride> overrides;
   if (pad >= 0)
     overrides = media_embedding_overrides(todo, pad, std::span<const float>(rows).subspan(rows_before * hidden), hidden);
-  if (state_.position() + static_cast<int64_t>(todo.size()) + 1 > state_.max_tokens())
+  if (state_.position() + static_cast<int64_t>(todo.size()) + 1 > state_.max_tokens()) {
+    // A first turn that does not fit cannot be helped by /reset (the chat format's own system
+    // prompt alone may exceed a small --ctx).
+    if (messages.size() <= 1)
+      fail("this message needs ", prompt.size() + 1, " tokens of context (", prompt.size(), " for the prompt",
+           rows.empty() ? std::string() : cat(", ", rows.size() / hidden, " of them for images"),
+           ", 1 for the reply) but the context is ", state_.max_tokens(), " tokens; use a larger --ctx");
     fail("the conversation (", prompt.size(), " tokens",
          rows.empty() ? std::string() : cat(", ", rows.size() / hidden, " of them for images"),
          ") no longer fits the context of ", state_.max_tokens(), " tokens; use /reset");
+  }
 
   ChatParserOptions popt;
   popt.thinking = options_.thinking;
@@ -160,6 +167,7 @@ ChatReply ChatSession::send(const std::string& user_text, const std::function<vo
   if (on_delta && !last.empty()) on_delta(last);
   reply.completion_tokens = static_cast<int>(generated.size());
   reply.finish_reason = stopped ? "stop" : "length";
+  reply.context_full = !stopped && static_cast<int>(generated.size()) < options_.max_reply_tokens;
   consumed_ = prompt;
   consumed_from_ = std::move(from);
   // The state consumed every generated token except the last one sampled.

@@ -42,6 +42,7 @@ struct ChatReply {
   int prompt_tokens = 0;      // tokens prefilled for this turn (after prefix reuse)
   int completion_tokens = 0;
   std::string finish_reason;  // stop | length
+  bool context_full = false;  // length because prompt + reply filled the context (not max_reply_tokens)
 };
 
 class ChatSession {

@@ -10,7 +10,8 @@
 namespace k3 {
 
 void validate(const SamplingParams& p, int64_t vocab) {
-  K3_CHECK(std::isfinite(p.temperature) && p.temperature >= 0.0f, "temperature must be >= 0 (got ", p.temperature, ")");
+  K3_CHECK(std::isfinite(p.temperature) && p.temperature >= 0.0f, "temperature must be finite and >= 0 (got ",
+           p.temperature, ")");
   K3_CHECK(p.top_k >= 0, "top_k must be >= 0 (got ", p.top_k, ")");
   K3_CHECK(std::isfinite(p.top_p) && p.top_p > 0.0f && p.top_p <= 1.0f, "top_p must be in (0, 1] (got ", p.top_p, ")");
   K3_CHECK(std::isfinite(p.min_p) && p.min_p >= 0.0f && p.min_p <= 1.0f, "min_p must be in [0, 1] (got ", p.min_p, ")");

@@ -21,6 +21,12 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const ModelOptions& o
 Model::Model(ModelConfig config, std::unique_ptr<Checkpoint> ckpt, ModelWeights weights, ModelOptions options)
     : config_(std::move(config)), checkpoint_(std::move(ckpt)), weights_(std::move(weights)), options_(options) {}
 
+void Model::check_context(int64_t tokens) const {
+  const int64_t limit = config_.text.max_position_embeddings;
+  K3_CHECK(tokens <= limit, "a context of ", tokens, " tokens exceeds this model's maximum of ", limit,
+           " (max_position_embeddings)");
+}
+
 SequenceState Model::new_sequence(int64_t max_tokens) const {
   const int64_t limit = config_.text.max_position_embeddings;
   return SequenceState(config_.text, max_tokens <= 0 ? limit : std::min(max_tokens, limit));

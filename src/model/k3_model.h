@@ -55,8 +55,11 @@ class Model {
   const ModelWeights& weights() const { return weights_; }
   ModelOptions& options() { return options_; }
 
-  // A fresh sequence that may hold up to max_tokens (0 = max_position_embeddings).
+  // A fresh sequence that may hold up to max_tokens (0 = max_position_embeddings; more is capped).
   SequenceState new_sequence(int64_t max_tokens = 0) const;
+  // Throws k3::Error when a context asked for by the user (--ctx) exceeds max_position_embeddings,
+  // instead of the silent cap of new_sequence(); 0 (the model's own) passes.
+  void check_context(int64_t tokens) const;
 
   // Appends logits rows (vocab floats each) to *logits in input order: all new tokens of
   // sequences with all_logits, else their last token.  trace: optional intermediates.

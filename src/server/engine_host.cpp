@@ -9,6 +9,7 @@ EngineHost::~EngineHost() { shutdown(); }
 void EngineHost::load() {
   try {
     auto model = Model::load(options_.model_dir);
+    model->check_context(options_.scheduler.max_context);
     auto tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_model_dir(options_.model_dir));
     std::unique_ptr<VisionModel> vision;
     if (model->config().has_vision) {

@@ -322,6 +322,9 @@ void write_synth_checkpoint(const std::string& dir, const SynthOptions& options)
     total += n;
   }
   int shards = options.shards;
+  // Each shard holds whole layers (the top-level tensors go with the last one).
+  K3_CHECK(shards <= c.num_layers + 1, "--shards ", shards, ": at most ", c.num_layers + 1, " shards for ",
+           c.num_layers, " layers");
   if (shards <= 0) shards = static_cast<int>(std::max<uint64_t>(2, (total + (2ull << 30) - 1) / (2ull << 30)));
   shards = std::min(shards, c.num_layers + 1);
   // Layer l -> shard l*shards/(L+1); the top-level tensors go to the last shard, as released.

@@ -193,7 +193,9 @@ TEST(Cli, BadRequestsGiveClearErrors) {
       {"generate --prompt-ids 1,2,999" + m, "token id 999 is outside the vocabulary [0, 512)"},
       {"generate --prompt-ids 1,2,3,4,5 --ctx 4" + m, "prompt of 5 tokens exceeds the context of 4 tokens"},
       {"generate --prompt-ids ," + m, "--prompt-ids is empty"},
-      {"generate --prompt-ids 1 --temperature -1" + m, "temperature must be >= 0"},
+      {"generate --prompt-ids 1 --temperature -1" + m, "temperature must be finite and >= 0"},
+      {"generate --prompt-ids 1 --ctx 99999999999" + m, "a context of 99999999999 tokens exceeds this model's maximum"},
+      {"synth --out /tmp/k3-never --layers 2 --shards 9", "--shards 9: at most 3 shards for 2 layers"},
       {"generate --prompt-ids 1 --top-p 2" + m, "top_p must be in (0, 1]"},
       {"generate --prompt-ids 1 --model /nonexistent/dir", "/nonexistent/dir"},
       {"logits --prompt-ids 1 --out /nonexistent/dir/x.safetensors" + m, "cannot create"},
@@ -228,6 +230,10 @@ TEST(Cli, NumericOptionsNameTheRule) {
       {"chat --model " + fixture() + " --max-tokens 0", "--max-tokens: must be > 0 (got 0)"},
       {"serve --model " + fixture() + " --max-images -3", "--max-images: must be >= 0 (got -3)"},
       {"generate --model " + fixture() + " --prompt \"\"", "give --prompt-ids or a non-empty --prompt"},
+      // An explicit empty --model (an unset shell variable) used to mean the built-in model.
+      {"generate --model \"\" --prompt-ids 1", "--model: must not be empty"},
+      {"synth --out /tmp/k3-never --hidden 0", "--hidden: must be > 0 (got 0)"},
+      {"synth --out /tmp/k3-never --shards 0", "--shards: must be > 0 (got 0)"},
   };
   for (const Case& c : cases) {
     const auto r = run_k3(c.args);

@@ -93,6 +93,37 @@ TEST_F(ChatSessionTest, ContextOverflowIsAnErrorAndKeepsTheConversation) {
   EXPECT_EQ(s.messages().size(), before);
 }
 
+// A reply cut by the context (not by max_reply_tokens) says so, and a first message that cannot
+// fit asks for a larger context (/reset could not help it).
+TEST_F(ChatSessionTest, ContextCutsAreTold) {
+  ChatSessionOptions o;
+  o.max_reply_tokens = 1000;
+  o.thinking = false;
+  ChatSession probe(*model_, *tokenizer_, o);
+  o.context = probe.send("Hi").prompt_tokens + 3;  // room for 3 reply tokens
+  ChatSession s(*model_, *tokenizer_, o);
+  const ChatReply r = s.send("Hi");
+  ASSERT_EQ(r.finish_reason, "length");
+  EXPECT_TRUE(r.context_full);
+  EXPECT_EQ(r.completion_tokens, 3);
+  ChatSessionOptions tiny = o;
+  tiny.context = 8;
+  ChatSession t(*model_, *tokenizer_, tiny);
+  try {
+    t.send("Hi");
+    ADD_FAILURE() << "a first message past the context was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("use a larger --ctx"), std::string::npos) << e.what();
+  }
+  ChatSessionOptions cut = o;
+  cut.context = 0;
+  cut.max_reply_tokens = 2;
+  ChatSession c(*model_, *tokenizer_, cut);
+  const ChatReply rc = c.send("Hi");
+  ASSERT_EQ(rc.finish_reason, "length");
+  EXPECT_FALSE(rc.context_full);
+}
+
 // Two turns with an image each, replayed with and without prefix reuse: the second turn's
 // first logits agree, the reused session prefills only the new text and image, and the
 // messages carry the images as parts.  (The first reply is empty: a random model's replies
