@@ -135,6 +135,11 @@ TEST(MappedFileDeathTest, TruncatedWhileMappedNamesTheFile) {
 
 // A SIGBUS that is not a fault inside a mapping (here: sent with raise) keeps its default action.
 TEST(MappedFileDeathTest, OtherSigbusStillKills) {
+#if defined(__SANITIZE_ADDRESS__)
+  // Under ASan the previous SIGBUS handler, to which k3's passes other faults on, is ASan's own:
+  // it reports the signal and exits instead of letting the default action kill the process.
+  GTEST_SKIP() << "AddressSanitizer handles SIGBUS itself";
+#endif
   TempDir tmp;
   testing::write_file(tmp.file("f.bin"), pattern(4096));
   EXPECT_EXIT(
