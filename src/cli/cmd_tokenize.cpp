@@ -12,6 +12,7 @@
 
 #include "base/error.h"
 #include "cli/commands.h"
+#include "io/read_fd.h"
 #include "text/tokenizer.h"
 
 namespace k3::cli {
@@ -32,17 +33,7 @@ Tokenizer load_tokenizer(const TokenizerArgs& a) {
 
 // Reads all of stdin with read(2): an iostream turns a read error (stdin redirected from a
 // directory: EISDIR) into a silent end of input, so `k3 tokenize < dir` printed [] and exit 0.
-std::string read_stdin() {
-  std::string data;
-  char buf[1 << 16];
-  for (;;) {
-    const ssize_t n = ::read(STDIN_FILENO, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) fail("cannot read stdin: ", std::strerror(errno));
-    if (n == 0) return data;
-    data.append(buf, static_cast<size_t>(n));
-  }
-}
+std::string read_stdin() { return read_fd(STDIN_FILENO, "cannot read stdin"); }
 
 void write_stdout(const std::string& data) {
   errno = 0;

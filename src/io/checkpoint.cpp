@@ -16,6 +16,7 @@
 #include "base/log.h"
 #include "base/progress.h"
 #include "io/json_preview.h"
+#include "io/read_fd.h"
 
 namespace k3 {
 
@@ -37,18 +38,11 @@ std::string read_text_file(const std::string& path) {
   }
   // Not only regular files: `--request <(...)` hands over a pipe, which is read to its end.
   std::string data;
-  if (S_ISREG(st.st_mode) && st.st_size > 0) data.reserve(static_cast<size_t>(st.st_size));
-  char buf[1 << 16];
-  for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      fail(path, ": read error: ", std::strerror(err));
-    }
-    if (n == 0) break;
-    data.append(buf, static_cast<size_t>(n));
+  try {
+    data = read_fd(fd, path + ": read error", UINT64_MAX, S_ISREG(st.st_mode) ? static_cast<uint64_t>(st.st_size) : 0);
+  } catch (...) {
+    ::close(fd);
+    throw;
   }
   ::close(fd);
   return data;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "io/read_fd.h"
 
 namespace k3 {
 
@@ -61,29 +62,16 @@ Image load_image_file(const std::string& path, const DecodeOptions& options) {
     fail(path, ": image file is ", static_cast<uint64_t>(st.st_size), " bytes, over the limit of ", options.max_bytes);
   }
   // The stat size is only a hint (the file may grow while read): the cap is enforced on the bytes read.
-  std::vector<uint8_t> bytes;
-  const uint64_t cap = options.max_bytes == UINT64_MAX ? options.max_bytes : options.max_bytes + 1;
-  size_t have = 0;
-  bytes.resize(static_cast<size_t>(std::min<uint64_t>(cap, static_cast<uint64_t>(st.st_size) + 1)));
-  for (;;) {
-    if (have == bytes.size()) {
-      if (bytes.size() >= cap) break;
-      bytes.resize(static_cast<size_t>(std::min<uint64_t>(cap, uint64_t{bytes.size()} * 2 + 4096)));
-    }
-    const ssize_t n = ::read(fd, bytes.data() + have, bytes.size() - have);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      fail(path, ": read error: ", std::strerror(err));
-    }
-    if (n == 0) break;
-    have += static_cast<size_t>(n);
+  std::string bytes;
+  try {
+    bytes = read_fd(fd, path + ": read error", options.max_bytes, static_cast<uint64_t>(st.st_size));
+  } catch (...) {
+    ::close(fd);
+    throw;
   }
   ::close(fd);
-  if (have > options.max_bytes) fail(path, ": image file is over the limit of ", options.max_bytes, " bytes");
-  bytes.resize(have);
-  return decode_image(bytes, path, options);
+  if (bytes.size() > options.max_bytes) fail(path, ": image file is over the limit of ", options.max_bytes, " bytes");
+  return decode_image(std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()), path, options);
 }
 
 }  // namespace k3

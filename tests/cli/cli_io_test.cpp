@@ -17,6 +17,7 @@
 namespace k3 {
 namespace {
 
+using testing::list_dir;
 using testing::TempDir;
 
 std::string fixture() { return testing::fixture_dir("k3-tiny-a"); }
@@ -42,16 +43,6 @@ testing::CommandResult run_shell(const std::string& args, const std::string& red
 bool dev_full_is_a_device() {
   struct stat st {};
   return ::lstat("/dev/full", &st) == 0 && S_ISCHR(st.st_mode);
-}
-
-std::set<std::string> list_dir(const std::string& dir) {
-  std::set<std::string> names;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (const dirent* e = ::readdir(d))
-      if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") names.insert(e->d_name);
-    ::closedir(d);
-  }
-  return names;
 }
 
 // `k3 generate > /dev/full` used to exit 0 with every token lost.  (Only a shell redirect opens

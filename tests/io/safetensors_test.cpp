@@ -17,6 +17,7 @@
 namespace k3 {
 namespace {
 
+using testing::list_dir;
 using testing::TempDir;
 
 // A raw file: 8-byte length, header text, then `data_bytes` bytes.
@@ -191,16 +192,6 @@ TEST(Safetensors, ErrorNamesTheTensor) {
   TempDir tmp;
   write_raw(tmp.file("t.safetensors"), R"({"layer.7.w":{"dtype":"BF16","shape":[3],"data_offsets":[0,4]}})", 4);
   EXPECT_NE(open_error(tmp.file("t.safetensors")).find("'layer.7.w'"), std::string::npos);
-}
-
-std::set<std::string> list_dir(const std::string& dir) {
-  std::set<std::string> names;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (const dirent* e = ::readdir(d))
-      if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") names.insert(e->d_name);
-    ::closedir(d);
-  }
-  return names;
 }
 
 std::string write_error(const SafetensorsWriter& w, const std::string& path) {

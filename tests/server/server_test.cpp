@@ -894,17 +894,7 @@ TEST(Server, Images) {
   expect_envelope(post(pc, "/v1/chat/completions", image_chat({png})), 400, "has no vision tower");
 }
 
-// Request bodies, whatever their framing or Content-Type.  reply_of: server_test_util.cpp's reply
-// parsing, for the calls below that its helpers do not make.
-Reply reply_of(const httplib::Result& r) {
-  Reply out;
-  if (!r) return out;
-  out.status = r->status;
-  out.raw = r->body;
-  out.body = ojson::parse(r->body, nullptr, /*allow_exceptions=*/false);
-  if (out.body.is_discarded()) out.body = nullptr;
-  return out;
-}
+// Request bodies, whatever their framing or Content-Type.
 
 // A POST with Transfer-Encoding: chunked (no Content-Length), in 64 KiB chunks.
 Reply post_chunked(httplib::Client& cli, const std::string& path, const std::string& body) {
@@ -915,7 +905,7 @@ Reply post_chunked(httplib::Client& cli, const std::string& path, const std::str
     }
     return sink.write(body.data() + offset, std::min<size_t>(64 << 10, body.size() - offset));
   };
-  return reply_of(cli.Post(path, provide, "application/json"));
+  return to_reply(cli.Post(path, provide, "application/json"));
 }
 
 // One request over a plain socket, for what httplib's client never sends (a POST that declares no

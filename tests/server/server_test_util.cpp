@@ -73,7 +73,6 @@ httplib::Client client(const ServerProcess& s) {
   return c;
 }
 
-namespace {
 Reply to_reply(const httplib::Result& r) {
   Reply out;
   if (!r) return out;
@@ -83,7 +82,6 @@ Reply to_reply(const httplib::Result& r) {
   if (out.body.is_discarded()) out.body = nullptr;
   return out;
 }
-}  // namespace
 
 Reply get(httplib::Client& cli, const std::string& path, const httplib::Headers& headers) {
   return to_reply(cli.Get(path.c_str(), headers));

@@ -30,6 +30,8 @@ struct Reply {
 };
 
 httplib::Client client(const ServerProcess& s);
+// An httplib result as a Reply (status 0 when there was no answer).
+Reply to_reply(const httplib::Result& r);
 Reply get(httplib::Client& cli, const std::string& path, const httplib::Headers& headers = {});
 Reply post(httplib::Client& cli, const std::string& path, const ojson& body, const httplib::Headers& headers = {});
 Reply post_raw(httplib::Client& cli, const std::string& path, const std::string& body, const std::string& type);

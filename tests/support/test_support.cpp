@@ -88,6 +88,13 @@ void write_file(const std::string& path, const std::string& data) {
   out << data;
 }
 
+std::set<std::string> list_dir(const std::string& dir) {
+  std::set<std::string> names;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) names.insert(e.path().filename().string());
+  return names;
+}
+
 void copy_dir(const std::string& from, const std::string& to) {
   std::filesystem::copy(from, to, std::filesystem::copy_options::recursive);
   for (const auto& e : std::filesystem::recursive_directory_iterator(to))

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,8 @@ std::vector<int32_t> read_i32(const SafetensorsFile& f, const std::string& name)
 std::string read_file(const std::string& path);
 void write_file(const std::string& path, const std::string& data);
 void copy_dir(const std::string& from, const std::string& to);
+// The names in a directory (without "." and ".."); empty when it cannot be read.
+std::set<std::string> list_dir(const std::string& dir);
 
 // Rewrites a safetensors file tensor by tensor: `edit` may change a tensor's dtype, shape and
 // bytes (no consistency checks: tests use it to corrupt files) or return false to drop it.
