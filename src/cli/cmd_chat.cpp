@@ -143,7 +143,7 @@ void add_chat_command(CLI::App& app, Runner& run) {
   sub->add_option("--temperature", a->temperature, "Sampling temperature (0: greedy)");
   sub->add_option("--top-p", a->top_p, "Nucleus sampling mass");
   sub->add_option("--top-k", a->top_k, "Sample among the k most likely tokens");
-  sub->add_option("--seed", a->seed, "Sampling seed");
+  sub->add_option("--seed", a->seed, "Sampling seed")->check(kUnsigned64);
   sub->add_option("--ctx", a->ctx, "Context limit in tokens, prompt + output (0 or absent: the model's)")
       ->check(kNonNegative);
   sub->callback([a, &run] {

@@ -40,21 +40,22 @@ void add_serve_command(CLI::App& app, Runner& run) {
   sub->add_option("--ctx", a->ctx, "Context per request, prompt + output (default: the model's)")
       ->check(kNonNegative);
   sub->add_option("--memory-budget", a->o.engine.scheduler.memory_budget,
-                  "Bytes of sequence state + MLA cache over all slots (0: unlimited); requests wait for room");
+                  "Bytes of sequence state + MLA cache over all slots (0: unlimited); requests wait for room")
+      ->check(kUnsigned64);
   sub->add_option("--prefix-cache-mb", a->prefix_cache_mb,
                   "MiB of prompt-prefix states kept for later requests (0: no cache); beyond --memory-budget")
-      ->check(kNonNegative)
+      ->check(kMebibytesNonNegative)
       ->capture_default_str();
   sub->add_option("--prefill-chunk", a->o.engine.scheduler.prefill_chunk, "Prompt tokens per sequence per step")
       ->check(kPositive)
       ->capture_default_str();
   sub->add_option("--max-body-mb", a->max_body_mb, "Largest request body in MiB (beyond: 413)")
-      ->check(kPositive)
+      ->check(kMebibytesPositive)
       ->capture_default_str();
   sub->add_option("--max-images", a->o.images.max_images, "Images per request")->check(kNonNegative)
       ->capture_default_str();
   sub->add_option("--max-image-mb", a->max_image_mb, "Largest image data: URL in MiB (beyond: 413)")
-      ->check(kPositive)
+      ->check(kMebibytesPositive)
       ->capture_default_str();
   sub->add_option("--max-image-pixels", a->o.images.max_pixels, "Largest decoded image, width x height")
       ->check(kPositive)

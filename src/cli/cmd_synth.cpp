@@ -28,7 +28,7 @@ void add_synth_command(CLI::App& app, Runner& run) {
                   "Number of safetensors shards of the text model, at most layers + 1 (default: by size; a vision "
                   "tower has its own file)")
       ->check(kPositive);
-  sub->add_option("--seed", a->seed, "Random seed");
+  sub->add_option("--seed", a->seed, "Random seed")->check(kUnsigned64);
   sub->add_option("--vision", a->vision,
                   "Vision tower: default (tiny preset: a small MoonViT-V2 tower; k3-width: none), tiny, or k3 "
                   "(released widths, ~0.9 GB)")

@@ -35,6 +35,11 @@ void add_loadtest_command(CLI::App& app, Runner& run);
 // and PositiveNumber print their bounds as 300-digit numbers.
 extern const CLI::Validator kNonNegative;
 extern const CLI::Validator kPositive;
+// Sizes in MiB (may be fractional): 0 allowed or not, at most 1 TiB, so the byte count cannot overflow.
+extern const CLI::Validator kMebibytesNonNegative;
+extern const CLI::Validator kMebibytesPositive;
+// Seeds and byte counts held in uint64_t: digits only, no sign, no wrap past 2^64-1.
+extern const CLI::Validator kUnsigned64;
 // For --model and other paths whose absence means a default: an explicit empty value (an unset
 // shell variable) is an error, not the default.
 extern const CLI::Validator kNonEmpty;

@@ -16,6 +16,8 @@
 namespace k3::cli {
 
 namespace {
+constexpr long kMaxMebibytes = 1L << 20;  // 1 TiB: beyond any machine k3 runs on, far from overflow
+
 CLI::Validator number_at_least(double least, bool strict, const char* rule) {
   return CLI::Validator(
       [least, strict, rule](std::string& in) -> std::string {
@@ -26,10 +28,37 @@ CLI::Validator number_at_least(double least, bool strict, const char* rule) {
       },
       rule);
 }
+
+CLI::Validator mebibytes(bool zero_ok) {
+  return CLI::Validator(
+      [zero_ok](std::string& in) -> std::string {
+        double v = 0;
+        if (!CLI::detail::lexical_cast(in, v)) return cat("must be a number of MiB (got '", in, "')");
+        const bool low_ok = zero_ok ? v >= 0 : v > 0;
+        if (!low_ok || !(v <= static_cast<double>(kMaxMebibytes)))
+          return cat("must be ", zero_ok ? ">= 0" : "> 0", " and at most ", kMaxMebibytes, " MiB (got ", in, ")");
+        return std::string();
+      },
+      zero_ok ? "MiB >= 0" : "MiB > 0");
+}
 }  // namespace
 
 const CLI::Validator kNonNegative = number_at_least(0, false, ">= 0");
 const CLI::Validator kPositive = number_at_least(0, true, "> 0");
+const CLI::Validator kMebibytesNonNegative = mebibytes(true);
+const CLI::Validator kMebibytesPositive = mebibytes(false);
+const CLI::Validator kUnsigned64(
+    [](std::string& in) -> std::string {
+      // CLI11 reads "-1" into a uint64_t as 2^64-1 and 2^64 as 0; a seed or byte count that wraps
+      // is never what was meant.
+      const std::string rule = cat("must be a whole number from 0 to ", UINT64_MAX, " (got '", in, "')");
+      if (in.empty() || in.size() > 20 || in.find_first_not_of("0123456789") != std::string::npos) return rule;
+      errno = 0;
+      char* end = nullptr;
+      (void)std::strtoull(in.c_str(), &end, 10);
+      return errno == ERANGE ? rule : std::string();
+    },
+    "UINT64");
 const CLI::Validator kNonEmpty(
     [](std::string& in) -> std::string {
       return in.empty() ? "must not be empty (leave the option out for the default)" : std::string();

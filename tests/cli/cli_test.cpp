@@ -234,6 +234,15 @@ TEST(Cli, NumericOptionsNameTheRule) {
       {"generate --model \"\" --prompt-ids 1", "--model: must not be empty"},
       {"synth --out /tmp/k3-never --hidden 0", "--hidden: must be > 0 (got 0)"},
       {"synth --out /tmp/k3-never --shards 0", "--shards: must be > 0 (got 0)"},
+      // CLI11 read "-1" into a uint64_t seed or byte count as 2^64-1, and 2^64 as 0.
+      {"generate --model " + fixture() + " --prompt-ids 1 --seed -1", "--seed: must be a whole number from 0 to 18446744073709551615 (got '-1')"},
+      {"chat --model " + fixture() + " --seed 18446744073709551616", "--seed: must be a whole number from 0 to"},
+      {"synth --out /tmp/k3-never --seed 0x10", "--seed: must be a whole number"},
+      {"serve --model " + fixture() + " --memory-budget -1", "--memory-budget: must be a whole number"},
+      // MiB sizes times 2^20 used to overflow the byte count (undefined behaviour).
+      {"serve --model " + fixture() + " --prefix-cache-mb 1e30", "--prefix-cache-mb: must be >= 0 and at most 1048576 MiB (got 1e30)"},
+      {"serve --model " + fixture() + " --max-body-mb nan", "--max-body-mb: must be > 0 and at most 1048576 MiB (got nan)"},
+      {"serve --model " + fixture() + " --max-image-mb 0", "--max-image-mb: must be > 0"},
   };
   for (const Case& c : cases) {
     const auto r = run_k3(c.args);
