@@ -4,7 +4,9 @@
 // next message.
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <string>
 
@@ -65,7 +67,12 @@ int chat(const std::string& dir, ChatSessionOptions opt) {
       std::fputs("> ", stdout);
       std::fflush(stdout);
     }
-    if (!std::getline(std::cin, line)) break;
+    if (!std::getline(std::cin, line)) {
+      // std::cin reads through stdio: a failed read(2) (stdin a directory, an I/O error) ends
+      // getline like end of input does, and only ferror tells them apart.
+      if (std::ferror(stdin) != 0) fail("could not read the chat input from stdin: ", std::strerror(errno));
+      break;
+    }
     // A blank line is not a message (it would also use up any attached images).
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     if (line[0] == '/') {

@@ -76,6 +76,24 @@ TEST(CliIo, StdinThatCannotBeReadIsAnError) {
   EXPECT_EQ(ok.out, "[15339,1917]\n");
 }
 
+// `k3 chat` reads stdin through std::cin: a read error ended the chat like end of input, exit 0
+// with nothing said.
+TEST(CliIo, ChatStdinThatCannotBeReadIsAnError) {
+  TempDir tmp;
+  const testing::CommandResult synth =
+      testing::run_k3("synth --preset tiny --layers 1 --experts 2 --top-k 1 --no-vision --out " + tmp.file("m"));
+  ASSERT_EQ(synth.exit_code, 0) << synth.err;
+  const std::string chat = "chat --model " + tmp.file("m") + " --no-think --max-tokens 1";
+  const testing::CommandResult r = run_shell(chat, "<" + tmp.path());
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("k3: error: could not read the chat input from stdin: Is a directory"), std::string::npos)
+      << r.err;
+  // End of input is still a normal end.
+  const testing::CommandResult eof = run_shell(chat, "");
+  EXPECT_EQ(eof.exit_code, 0) << eof.err;
+  EXPECT_EQ(eof.err, "");
+}
+
 // Every reason a config.json cannot be read is named (they were all "config.json: cannot open",
 // and a directory was "not valid JSON").
 TEST(CliIo, ConfigThatCannotBeReadSaysWhy) {
