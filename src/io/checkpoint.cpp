@@ -15,6 +15,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/progress.h"
+#include "io/available_memory.h"
 #include "io/json_preview.h"
 #include "io/read_fd.h"
 

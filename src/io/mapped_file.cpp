@@ -11,7 +11,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <mutex>
 
 #include "base/error.h"
@@ -48,17 +47,6 @@ Residency default_residency() {
     g_default = v;
   }
   return static_cast<Residency>(v);
-}
-
-uint64_t available_memory_bytes() {
-  std::ifstream f("/proc/meminfo");
-  std::string key, unit;
-  uint64_t kb = 0;
-  while (f >> key >> kb) {
-    std::getline(f, unit);
-    if (key == "MemAvailable:") return kb << 10;
-  }
-  return 0;
 }
 
 // ---- SIGBUS on a mapped file that shrank --------------------------------------------------------

@@ -28,8 +28,6 @@ const char* residency_name(Residency r);
 // K3_WEIGHTS environment variable; default kAuto).
 void set_default_residency(Residency r);
 Residency default_residency();
-// MemAvailable from /proc/meminfo (bytes; 0 if unknown).
-uint64_t available_memory_bytes();
 
 class MappedFile {
  public:

@@ -82,7 +82,6 @@ TEST(MappedFile, ResidencyNames) {
   } catch (const Error& err) {
     EXPECT_NE(std::string(err.what()).find("'fast'"), std::string::npos) << err.what();
   }
-  EXPECT_GT(available_memory_bytes(), 0u);  // Linux always reports MemAvailable
 }
 
 TEST(MappedFile, CheckpointInEitherResidencyServesTheSameTensors) {
