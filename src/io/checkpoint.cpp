@@ -16,6 +16,7 @@
 #include "base/log.h"
 #include "base/progress.h"
 #include "io/available_memory.h"
+#include "io/json_document.h"
 #include "io/json_preview.h"
 #include "io/read_fd.h"
 
@@ -58,16 +59,7 @@ Checkpoint::Checkpoint(const std::string& dir, Residency residency) : dir_(dir) 
   // Shard file -> the tensors the index assigns to it.
   std::map<std::string, std::vector<std::string>> wanted;
   if (file_exists(index_path)) {
-    nlohmann::json index;
-    const std::string text = read_text_file(index_path);
-    // nlohmann stops at a NUL byte, silently ignoring whatever follows it.
-    if (const size_t nul = text.find('\0'); nul != std::string::npos)
-      fail(index_path, ": contains a NUL byte at offset ", nul, " (expected JSON text)");
-    try {
-      index = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::exception& e) {
-      fail(index_path, ": not valid JSON: ", e.what());
-    }
+    nlohmann::json index = parse_json_document(read_text_file(index_path), index_path);
     if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
       fail(index_path, ": missing 'weight_map' object");
     for (auto it = index["weight_map"].begin(); it != index["weight_map"].end(); ++it) {

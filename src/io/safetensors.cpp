@@ -6,11 +6,11 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
-#include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "io/json_document.h"
 #include "io/json_preview.h"
 
 namespace k3 {
@@ -84,23 +84,18 @@ SafetensorsFile::SafetensorsFile(const std::string& path, Residency residency)
     fail(path, ": header contains a NUL byte at offset ", static_cast<const char*>(nul) - hdr,
          " (the header must be JSON text, padded with trailing spaces only)");
 
-  // Parse, rejecting duplicate top-level names (nlohmann would silently keep the last one).
-  std::set<std::string> seen;
+  // Parse, rejecting repeated keys (nlohmann would silently keep the last one).
   std::string duplicate;
-  json::parser_callback_t cb = [&](int depth, json::parse_event_t event, json& parsed) {
-    if (event == json::parse_event_t::key && depth == 1) {
-      const std::string key = parsed.get<std::string>();
-      if (!seen.insert(key).second && duplicate.empty()) duplicate = key;
-    }
-    return true;
-  };
   json header;
   try {
-    header = json::parse(hdr, hdr + header_len, cb);
+    header = parse_json_noting_duplicates(hdr, hdr + header_len, &duplicate);
   } catch (const json::exception& e) {
     fail(path, ": header is not valid JSON: ", e.what());
   }
-  if (!duplicate.empty()) fail(path, ": tensor '", duplicate, "' appears twice in the header");
+  if (!duplicate.empty()) {
+    if (duplicate.find('.') == std::string::npos) fail(path, ": tensor '", duplicate, "' appears twice in the header");
+    fail(path, ": key '", duplicate, "' appears twice in the header");
+  }
   if (!header.is_object()) fail(path, ": header is not a JSON object");
 
   struct Span {

@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "io/checkpoint.h"
+#include "io/json_document.h"
 #include "io/json_preview.h"
 
 namespace k3 {
@@ -383,15 +384,7 @@ struct ConfigParser {
 };
 
 ModelConfig parse_model_config(const std::string& json_text, const std::string& source) {
-  // nlohmann stops at a NUL byte, silently ignoring whatever follows it.
-  if (const size_t nul = json_text.find('\0'); nul != std::string::npos)
-    fail(source, ": contains a NUL byte at offset ", nul, " (expected JSON text)");
-  json root;
-  try {
-    root = json::parse(json_text);
-  } catch (const json::exception& e) {
-    fail(source, ": not valid JSON: ", e.what());
-  }
+  const json root = parse_json_document(json_text, source);
   if (!root.is_object()) fail(source, ": expected a JSON object");
   ConfigParser parser{source, {}};
   ModelConfig mc;

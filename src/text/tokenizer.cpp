@@ -5,6 +5,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "io/checkpoint.h"
+#include "io/json_document.h"
 #include "text/bpe.h"
 #include "text/utf8.h"
 
@@ -67,12 +68,7 @@ Tokenizer Tokenizer::from_model_dir(const std::string& dir) {
   const std::string config_path = dir + "/tokenizer_config.json";
   SpecialTokens specials;
   if (file_exists(config_path)) {
-    nlohmann::json config;
-    try {
-      config = nlohmann::json::parse(read_text_file(config_path));
-    } catch (const nlohmann::json::exception& e) {
-      fail(config_path, ": invalid JSON (", e.what(), ")");
-    }
+    const nlohmann::json config = parse_json_document(read_text_file(config_path), config_path);
     K3_CHECK(config.is_object(), config_path, ": must hold a JSON object");
     specials = SpecialTokens::from_kimi_config(config, ranks.end_rank(), config_path);
   } else {

@@ -1,6 +1,7 @@
 #include "vision/json_fields.h"
 
 #include "base/error.h"
+#include "io/json_document.h"
 
 namespace k3 {
 
@@ -92,11 +93,7 @@ const nlohmann::json& JsonFields::object(const std::string& key) {
 }
 
 nlohmann::json parse_json_text(const std::string& text, const std::string& source) {
-  try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    fail(source, ": not valid JSON: ", e.what());
-  }
+  return parse_json_document(text, source);
 }
 
 void throw_if_problems(const std::vector<std::string>& problems, const std::string& source, const std::string& what) {

@@ -79,6 +79,11 @@ TEST(Checkpoint, BadIndexes) {
   EXPECT_NE(load_error(tmp.path()).find("invalid shard"), std::string::npos);
   testing::write_file(tmp.file("model.safetensors.index.json"), R"({"weight_map":{"a":5}})");
   EXPECT_NE(load_error(tmp.path()).find("not a file name"), std::string::npos);
+  // One tensor mapped to two shards: nlohmann kept the second mapping without a word.
+  testing::write_file(tmp.file("model.safetensors.index.json"),
+                      R"({"weight_map":{"a":"s0.safetensors","a":"s1.safetensors"}})");
+  EXPECT_NE(load_error(tmp.path()).find("model.safetensors.index.json: key 'weight_map.a' appears twice"),
+            std::string::npos);
 }
 
 TEST(Checkpoint, NulBytesInTheIndex) {

@@ -103,7 +103,10 @@ TEST(Safetensors, MalformedHeadersGiveClearErrors) {
       {"reversed offsets", R"({"a":{"dtype":"U8","shape":[0],"data_offsets":[4,0]}})", 4, 0, "reversed"},
       {"negative dim", R"({"a":{"dtype":"U8","shape":[-1],"data_offsets":[0,0]}})", 0, 0, "not a non-negative integer"},
       {"duplicate name", R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}})",
-       2, 0, "appears twice"},
+       2, 0, "tensor 'a' appears twice in the header"},
+      // The last of two dtypes used to win silently: the bytes were read as U8, not F32.
+      {"duplicate field", R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"dtype":"U8"}})", 4, 0,
+       "key 'a.dtype' appears twice in the header"},
       {"missing offsets", R"({"a":{"dtype":"U8","shape":[1]}})", 1, 0, "data_offsets"},
       {"entry not object", R"({"a":5})", 0, 0, "entry is not an object"},
       {"huge shape", R"({"a":{"dtype":"F32","shape":[4294967296,4294967296,16],"data_offsets":[0,4]}})", 4, 0,

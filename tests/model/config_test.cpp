@@ -249,6 +249,22 @@ TEST(Config, NulByteIsRejected) {
   EXPECT_NE(err.find(cat("dir/config.json: contains a NUL byte at offset ", text.size())), std::string::npos) << err;
 }
 
+// Two equal keys: nlohmann kept the last, so a config written with hidden_size twice loaded as
+// whichever came second, with no word.
+TEST(Config, RepeatedKeyIsRejected) {
+  std::string text = fixture_config().dump();
+  const size_t tc = text.find("\"text_config\":{");
+  ASSERT_NE(tc, std::string::npos);
+  text.insert(tc + 15, "\"hidden_size\":64,");
+  std::string err;
+  try {
+    parse_model_config(text, "dir/config.json");
+  } catch (const Error& e) {
+    err = e.what();
+  }
+  EXPECT_NE(err.find("dir/config.json: key 'text_config.hidden_size' appears twice"), std::string::npos) << err;
+}
+
 TEST(Config, LegalEdgeValuesStillParse) {
   json j = fixture_config();
   j["eos_token_id"] = json::array({258, 511});
