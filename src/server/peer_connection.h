@@ -21,7 +21,11 @@ class PeerConnection {
   static std::optional<PeerConnection> find(const std::string& local_addr, int local_port,
                                             const std::string& remote_addr, int remote_port);
 
-  // True once the peer closed its side or the connection failed (FIN, RST, an error).
+  // True once the peer closed its side or the connection failed (FIN, RST, an error).  A client
+  // that half-closes (shutdown(SHUT_WR) after its request, as `nc -N` does) cannot be told from
+  // one that hung up before any reply byte is sent, so it counts as gone, its request is
+  // cancelled (status 499) and it gets no reply: nginx's default (proxy_ignore_client_abort off)
+  // makes the same choice.  Cancelling abandoned generations is worth more than those clients.
   bool hung_up() const;
   int fd() const { return fd_; }
 
