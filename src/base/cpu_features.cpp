@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "base/error.h"
+#include "base/log.h"
 
 namespace k3 {
 namespace {
@@ -61,8 +62,12 @@ CpuFeatures detect() {
 Isa isa_from_env(Isa best) {
   const char* v = std::getenv("K3_ISA");
   if (v == nullptr || *v == '\0') return best;
-  Isa want = parse_isa(v);
-  return want > best ? best : want;
+  const Isa want = parse_isa(v);
+  if (want <= best) return want;
+  // Asked for more than the CPU (or the OS) offers: run the best there is, and say so.
+  log_line(LogLevel::kWarn, cat("K3_ISA=", v, ": this CPU or OS does not support ", isa_name(want), "; using ",
+                                isa_name(best)));
+  return best;
 }
 
 std::atomic<int>& active_slot() {

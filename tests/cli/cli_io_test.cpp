@@ -12,6 +12,8 @@
 #include <set>
 #include <string>
 
+#include "base/cpu_features.h"
+#include "base/error.h"
 #include "support/test_support.h"
 
 namespace k3 {
@@ -92,6 +94,34 @@ TEST(CliIo, ChatStdinThatCannotBeReadIsAnError) {
   const testing::CommandResult eof = run_shell(chat, "");
   EXPECT_EQ(eof.exit_code, 0) << eof.err;
   EXPECT_EQ(eof.err, "");
+}
+
+// A misspelt K3_LOG meant "warn" without a word, and K3_ISA above what the CPU offers silently
+// ran something else.
+TEST(CliIo, EnvironmentSettingsThatCannotBeHonouredAreTold) {
+  testing::CommandResult r = run_shell("inspect " + fixture(), "");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  // generate, so the kernels (and with them the instruction set) are chosen.
+  const std::string generate = testing::k3_binary() + " generate --prompt-ids 1,2 --max-tokens 1 --model " + fixture();
+  TempDir tmp;
+  const auto run_env = [&](const std::string& env) {
+    const std::string line = env + " " + generate + " </dev/null >/dev/null 2>" + tmp.file("err");
+    const int status = std::system(line.c_str());
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << env;
+    return testing::read_file(tmp.file("err"));
+  };
+  EXPECT_NE(run_env("K3_LOG=verbose").find("k3 warn: K3_LOG='verbose' is not error, warn, info or debug; using warn"),
+            std::string::npos);
+  EXPECT_EQ(run_env("K3_LOG=warn"), "");
+  EXPECT_EQ(run_env("K3_LOG=error"), "");
+  EXPECT_EQ(run_env("K3_ISA=ref"), "");
+  if (best_isa() < Isa::kAmx) {
+    const std::string err = run_env("K3_ISA=amx");
+    EXPECT_NE(err.find(cat("K3_ISA=amx: this CPU or OS does not support amx; using ", isa_name(best_isa()))),
+              std::string::npos)
+        << err;
+  }
 }
 
 // Every reason a config.json cannot be read is named (they were all "config.json: cannot open",
