@@ -65,7 +65,7 @@ Isa isa_from_env(Isa best) {
   const Isa want = parse_isa(v);
   if (want <= best) return want;
   // Asked for more than the CPU (or the OS) offers: run the best there is, and say so.
-  log_line(LogLevel::kWarn, cat("K3_ISA=", v, ": this CPU or OS does not support ", isa_name(want), "; using ",
+  log_line(LogLevel::kWarn, cat("K3_ISA=", v, ": this CPU cannot run ", isa_name(want), "; using ",
                                 isa_name(best)));
   return best;
 }

@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
   app.add_option("--weights", weights,
                  "Where checkpoint weights live: memory (read into huge-page RAM, fastest decode), mmap (page "
                  "cache, for checkpoints larger than RAM) or auto (memory when they fit in 3/4 of the available "
-                 "RAM; default, or K3_WEIGHTS)");
+                 "RAM, cgroup limits included; default, or K3_WEIGHTS)");
 
   k3::cli::Runner run;
   k3::cli::add_inspect_command(app, run);

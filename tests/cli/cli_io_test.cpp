@@ -118,7 +118,7 @@ TEST(CliIo, EnvironmentSettingsThatCannotBeHonouredAreTold) {
   EXPECT_EQ(run_env("K3_ISA=ref"), "");
   if (best_isa() < Isa::kAmx) {
     const std::string err = run_env("K3_ISA=amx");
-    EXPECT_NE(err.find(cat("K3_ISA=amx: this CPU or OS does not support amx; using ", isa_name(best_isa()))),
+    EXPECT_NE(err.find(cat("K3_ISA=amx: this CPU cannot run amx; using ", isa_name(best_isa()))),
               std::string::npos)
         << err;
   }
