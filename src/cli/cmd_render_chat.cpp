@@ -32,10 +32,12 @@ void add_render_chat_command(CLI::App& app, Runner& run) {
       const std::string body_text = a->request == "-" ? read_stdin() : read_text_file(a->request);
       K3_CHECK(!json_nests_deeper_than(body_text), a->request, ": JSON nests arrays or objects more than ", kMaxJsonDepth,
                " levels deep");
+      // (ojson::parse took quadratic time in an object's keys and stopped at a NUL byte, silently
+      // ignoring the rest of the body.)
       ojson body;
       try {
-        body = ojson::parse(body_text);
-      } catch (const nlohmann::json::exception& e) {
+        body = py_json_parse(body_text);
+      } catch (const Error& e) {
         fail(a->request, ": invalid JSON (", e.what(), ")");
       }
       const std::vector<ChatSegment> segments = render_chat(parse_chat_request(body));

@@ -53,6 +53,9 @@ inline size_t pair_index(std::string_view two) {
   return (size_t(static_cast<unsigned char>(two[0])) << 8) | static_cast<unsigned char>(two[1]);
 }
 
+// How many ranks below the highest may be unused beyond one per token (see parse_tiktoken).
+constexpr size_t kMaxRankGaps = 65536;
+
 size_t table_size_for(size_t n) {
   size_t size = 16;
   while (size < n * 2) size <<= 1;
@@ -131,6 +134,13 @@ BpeRanks BpeRanks::parse_tiktoken(std::string_view text, const std::string& sour
   }
   K3_CHECK(!lines.empty(), source_name, ": no tokens");
   K3_CHECK(max_rank < (1 << 30), source_name, ": rank ", max_rank, " is too large");
+  // The per-rank tables are as long as the highest rank: a one-line file "QQ== 1000000000" made
+  // them 8 GB.  Gaps are allowed, but not more of them than there are tokens (plus a margin).
+  const size_t slots = static_cast<size_t>(max_rank) + 1;
+  const size_t unused = slots > lines.size() ? slots - lines.size() : 0;  // (repeated ranks are caught below)
+  K3_CHECK(unused <= lines.size() + kMaxRankGaps, source_name, ": rank ", max_rank, " leaves ", unused,
+           " ranks unused for ", lines.size(), " tokens (at most one unused rank per token, plus ", kMaxRankGaps,
+           ", is supported)");
   BpeRanks r;
   r.offsets_.assign(static_cast<size_t>(max_rank) + 1, 0);
   r.lengths_.assign(static_cast<size_t>(max_rank) + 1, 0);

@@ -3,7 +3,8 @@
 // adjacent parts is itself a token (its rank is its merge priority, lower first).
 //
 // File format (tiktoken.model / *.tiktoken): one line per token, "<base64 of the raw token bytes>
-// <rank>\n".  Ranks need not be contiguous, but bytes and ranks must be unique.
+// <rank>\n".  Ranks need not be contiguous (the unused ones below the highest may number at most
+// the tokens plus 65,536), but bytes and ranks must be unique.
 //
 // Lookups go through a flat open-addressing hash table; a token of up to 8 bytes is matched inside
 // its slot (no arena access), longer ones by hash and then memcmp; one- and two-byte tokens use

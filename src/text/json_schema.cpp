@@ -1,6 +1,7 @@
 #include "text/json_schema.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "base/error.h"
 
@@ -22,6 +23,20 @@ uint8_t type_bit(const std::string& name, const std::string& where) {
   if (name == "boolean") return CompiledSchema::kBoolean;
   if (name == "null") return CompiledSchema::kNull;
   throw Error(cat("json_schema: unknown type '", name, "' at ", where));
+}
+
+// The Type bit of a JSON value (an integral float such as 1.0 is an integer, as JSON Schema says).
+uint8_t value_type(const ojson& v) {
+  if (v.is_object()) return CompiledSchema::kObject;
+  if (v.is_array()) return CompiledSchema::kArray;
+  if (v.is_string()) return CompiledSchema::kString;
+  if (v.is_boolean()) return CompiledSchema::kBoolean;
+  if (v.is_null()) return CompiledSchema::kNull;
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    return d == std::floor(d) ? CompiledSchema::kInteger : CompiledSchema::kNumber;
+  }
+  return CompiledSchema::kInteger;
 }
 
 int64_t count_field(const ojson& s, const char* f, const std::string& where) {
@@ -59,10 +74,12 @@ int CompiledSchema::branch(int node, uint8_t c) const {
 
 // Fills `starts` (the start classes of a node's values), checking that the alternatives of an
 // anyOf / oneOf node have disjoint classes.
-void CompiledSchema::resolve(int index, std::vector<uint8_t>& state) {
+void CompiledSchema::resolve(int index, std::vector<uint8_t>& state, int depth) {
   Node& n = nodes_[static_cast<size_t>(index)];
   if (state[static_cast<size_t>(index)] == 2) return;
   K3_CHECK(state[static_cast<size_t>(index)] == 0, "json_schema: anyOf / oneOf that contains itself");
+  K3_CHECK(depth <= kMaxDepth, "json_schema: anyOf / oneOf at ", n.where, " chains alternatives (through $ref) more than ",
+           kMaxDepth, " levels deep");
   state[static_cast<size_t>(index)] = 1;
   if (n.is_enum) {
     n.starts = 0;
@@ -70,7 +87,7 @@ void CompiledSchema::resolve(int index, std::vector<uint8_t>& state) {
   } else if (!n.alternatives.empty()) {
     uint8_t starts = 0;
     for (int a : n.alternatives) {
-      resolve(a, state);
+      resolve(a, state, depth + 1);
       const Node& alt = nodes_[static_cast<size_t>(a)];
       K3_CHECK(!(starts & alt.starts), "json_schema: the alternatives of anyOf / oneOf at ", n.where,
                " must be told apart by their first byte (different JSON types, such as a type or null); "
@@ -87,14 +104,14 @@ void CompiledSchema::resolve(int index, std::vector<uint8_t>& state) {
 CompiledSchema CompiledSchema::compile(const ojson& schema) {
   K3_CHECK(schema.is_object(), "json_schema: the schema must be an object");
   CompiledSchema c;
-  const int root = c.add(schema, schema, "#");
+  const int root = c.add(schema, schema, "#", 0);
   K3_CHECK(root == 0, "json_schema: internal node order");
   K3_CHECK(!c.nodes_[0].is_enum && (c.nodes_[0].types & kObject) && c.nodes_[0].types == kObject,
            "json_schema: the top-level schema must have type \"object\"");
   c.any_ = static_cast<int>(c.nodes_.size());
   c.nodes_.emplace_back();
   std::vector<uint8_t> state(c.nodes_.size(), 0);
-  for (size_t i = 0; i < c.nodes_.size(); ++i) c.resolve(static_cast<int>(i), state);
+  for (size_t i = 0; i < c.nodes_.size(); ++i) c.resolve(static_cast<int>(i), state, 0);
   for (Node& n : c.nodes_)
     for (size_t i = 0; i < n.properties.size(); ++i) {
       n.all_mask |= uint64_t{1} << i;
@@ -103,7 +120,9 @@ CompiledSchema CompiledSchema::compile(const ojson& schema) {
   return c;
 }
 
-int CompiledSchema::add(const ojson& s, const ojson& root, const std::string& where) {
+int CompiledSchema::add(const ojson& s, const ojson& root, const std::string& where, int depth) {
+  K3_CHECK(depth <= kMaxDepth, "json_schema: the schema at ", where, " nests more than ", kMaxDepth,
+           " levels deep (subschemas and $ref hops together)");
   const int index = static_cast<int>(nodes_.size());
   nodes_.emplace_back();
   if (s.is_boolean()) {
@@ -123,8 +142,15 @@ int CompiledSchema::add(const ojson& s, const ojson& root, const std::string& wh
       K3_CHECK(std::string(k) == "$ref" || !s.contains(k), "json_schema: $ref at ", where, " with '", k,
                "' beside it is not supported");
     nodes_.pop_back();
-    for (const auto& [r, n] : refs_)
-      if (r == ref) return n;
+    for (const auto& [r, n] : refs_) {
+      if (r != ref) continue;
+      // A target still without a node is a chain of $refs that came back to itself ({"a": {"$ref":
+      // "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}): there is no schema to return, and the index
+      // handed out would lie past the end of nodes_.
+      K3_CHECK(n < static_cast<int>(nodes_.size()), "json_schema: $ref '", ref, "' (at ", where,
+               ") is a cycle of $refs that never reaches a schema");
+      return n;
+    }
     std::string name;
     const ojson* defs = nullptr;
     for (const char* prefix : {"#/$defs/", "#/definitions/"}) {
@@ -140,7 +166,7 @@ int CompiledSchema::add(const ojson& s, const ojson& root, const std::string& wh
     // Reserve the node first, so a recursive reference finds it.
     const int target = static_cast<int>(nodes_.size());
     refs_.emplace_back(ref, target);
-    const int got = add((*defs)[name], root, ref);
+    const int got = add((*defs)[name], root, ref, depth + 1);
     K3_CHECK(got == target, "json_schema: internal ref order");
     return target;
   }
@@ -152,23 +178,10 @@ int CompiledSchema::add(const ojson& s, const ojson& root, const std::string& wh
       K3_CHECK(std::string(other) == k || !s.contains(other), "json_schema: ", k, " at ", where, " with '", other,
                "' beside it is not supported");
     std::vector<int> nodes;
-    for (size_t i = 0; i < alts.size(); ++i) nodes.push_back(add(alts[i], root, cat(where, "/", k, "/", i)));
+    for (size_t i = 0; i < alts.size(); ++i) nodes.push_back(add(alts[i], root, cat(where, "/", k, "/", i), depth + 1));
     // A oneOf whose alternatives start differently is an anyOf: at most one can match.
     nodes_[static_cast<size_t>(index)].alternatives = std::move(nodes);
     nodes_[static_cast<size_t>(index)].where = where;
-    return index;
-  }
-  if (s.contains("enum") || s.contains("const")) {
-    std::vector<ojson> vals;
-    if (s.contains("const")) vals.push_back(s["const"]);
-    if (s.contains("enum")) {
-      K3_CHECK(s["enum"].is_array() && !s["enum"].empty(), "json_schema: enum at ", where, " must be a non-empty list");
-      for (const ojson& v : s["enum"]) vals.push_back(v);
-    }
-    K3_CHECK(vals.size() <= 64, "json_schema: enum at ", where, " has ", vals.size(), " values; at most 64");
-    Node& n = nodes_[static_cast<size_t>(index)];
-    n.is_enum = true;
-    for (const ojson& v : vals) n.values.push_back(v.dump());
     return index;
   }
   uint8_t types = kAny;
@@ -184,10 +197,38 @@ int CompiledSchema::add(const ojson& s, const ojson& root, const std::string& wh
         types |= type_bit(x, where);
       }
     }
+  } else if (s.contains("enum") || s.contains("const")) {
+    // the values are checked against "type" alone (properties and items constrain only objects
+    // and arrays, and an enum value beside them is taken as it is)
   } else if (s.contains("properties") || s.contains("required")) {
     types = kObject;  // only objects are produced: each satisfies the schema
   } else if (s.contains("items") || s.contains("minItems") || s.contains("maxItems")) {
     types = kArray;
+  }
+  if (s.contains("enum") || s.contains("const")) {
+    // A value must satisfy every keyword: enum and const together keep the const value only if
+    // enum lists it, and "type" beside them keeps only the values of those types (both were
+    // ignored: {"const": "a", "enum": ["b"]} allowed "a" and "b", {"type": "string", "enum":
+    // ["a", 1]} allowed 1).
+    std::vector<ojson> vals;
+    if (s.contains("enum")) {
+      K3_CHECK(s["enum"].is_array() && !s["enum"].empty(), "json_schema: enum at ", where, " must be a non-empty list");
+      for (const ojson& v : s["enum"]) vals.push_back(v);
+    }
+    if (s.contains("const")) {
+      const ojson& c = s["const"];
+      const bool listed = !s.contains("enum") || std::find(vals.begin(), vals.end(), c) != vals.end();
+      K3_CHECK(listed, "json_schema: const at ", where, " is not one of the values enum lists, so nothing matches");
+      vals.assign(1, c);
+    }
+    std::erase_if(vals, [&](const ojson& v) { return !(value_type(v) & types); });
+    K3_CHECK(!vals.empty(), "json_schema: no enum / const value at ", where, " has the type \"type\" asks for, so "
+             "nothing matches");
+    K3_CHECK(vals.size() <= 64, "json_schema: enum at ", where, " has ", vals.size(), " values; at most 64");
+    Node& n = nodes_[static_cast<size_t>(index)];
+    n.is_enum = true;
+    for (const ojson& v : vals) n.values.push_back(v.dump());
+    return index;
   }
   nodes_[static_cast<size_t>(index)].types = types;
   if (s.contains("properties")) {
@@ -198,7 +239,7 @@ int CompiledSchema::add(const ojson& s, const ojson& root, const std::string& wh
       for (unsigned char ch : name)
         K3_CHECK(ch >= 0x20 && ch != '"' && ch != '\\', "json_schema: the property name '", name, "' at ", where,
                  " needs escaping, which is not supported");
-      const int child = add(sub, root, where + "/properties/" + name);
+      const int child = add(sub, root, where + "/properties/" + name, depth + 1);
       nodes_[static_cast<size_t>(index)].properties.push_back({name, child, false});
     }
   }
@@ -216,7 +257,7 @@ int CompiledSchema::add(const ojson& s, const ojson& root, const std::string& wh
   if (s.contains("items")) {
     K3_CHECK(s["items"].is_object() || s["items"].is_boolean(), "json_schema: items at ", where,
              " must be one schema (tuple forms are not supported)");
-    const int child = add(s["items"], root, where + "/items");
+    const int child = add(s["items"], root, where + "/items", depth + 1);
     nodes_[static_cast<size_t>(index)].items = child;
   }
   if (s.contains("minItems")) nodes_[static_cast<size_t>(index)].min_items = count_field(s, "minItems", where);
@@ -248,7 +289,7 @@ bool SchemaValidator::start_value(int node, uint8_t c) {
       if (static_cast<uint8_t>(n.values[i][0]) == c) mask |= uint64_t{1} << i;
     if (!mask) return false;
     mode_ = Mode::kEnum;
-    enum_node_ = static_cast<int16_t>(node);
+    enum_node_ = node;
     enum_pos_ = 1;
     enum_mask_ = mask;
     return true;
@@ -259,7 +300,7 @@ bool SchemaValidator::start_value(int node, uint8_t c) {
     if (!(n.types & (object ? CompiledSchema::kObject : CompiledSchema::kArray)) || depth_ >= kMaxFrames) return false;
     Frame& f = frames_[depth_++];
     f = Frame{};
-    f.node = static_cast<int16_t>(node);
+    f.node = node;
     f.object = object;
     mode_ = Mode::kFrame;
     return true;

@@ -16,6 +16,9 @@
 // each at most once, names written without escapes; '}' only once every required one is there.
 // A schema without "type" (or {}) accepts any JSON value.  Objects have at most 64 properties;
 // typed containers nest at most kMaxFrames deep (untyped values inside them may nest further).
+// enum and const together, or beside "type", keep only the values all of them allow.  The schema
+// itself may nest (subschemas and $ref hops together) and chain anyOf / oneOf alternatives at most
+// CompiledSchema::kMaxDepth deep; a $ref cycle that never reaches a schema is refused.
 // A validator may also start at any node as a lone value of any type (a tool-call argument,
 // engine/tool_constraint.h); complete_at_end() then also accepts a number the end finishes.
 #pragma once
@@ -32,6 +35,9 @@ namespace k3 {
 
 class CompiledSchema {
  public:
+  // compile() and resolve() recurse once per level of the schema (through $ref too): a chain of
+  // 100,000 $defs, each referring to the next, would otherwise overflow the stack.
+  static constexpr int kMaxDepth = 256;
   enum Type : uint8_t {
     kObject = 1,
     kArray = 2,
@@ -74,8 +80,8 @@ class CompiledSchema {
   int branch(int node, uint8_t c) const;
 
  private:
-  int add(const ojson& schema, const ojson& root, const std::string& where);
-  void resolve(int index, std::vector<uint8_t>& state);
+  int add(const ojson& schema, const ojson& root, const std::string& where, int depth);
+  void resolve(int index, std::vector<uint8_t>& state, int depth);
   std::vector<Node> nodes_;
   std::vector<std::pair<std::string, int>> refs_;  // "$ref" -> node
   int any_ = 0;
@@ -101,7 +107,7 @@ class SchemaValidator {
   struct Frame {
     uint64_t seen = 0;  // object: properties already given
     int64_t count = 0;  // array: items so far
-    int16_t node = 0;
+    int32_t node = 0;
     bool object = false;
     Phase phase = Phase::kFirst;
     int8_t key = -1;  // object: the property whose value comes next
@@ -119,9 +125,9 @@ class SchemaValidator {
   Frame frames_[kMaxFrames];
   int depth_ = 0;
   uint64_t key_mask_ = 0;  // kKey: properties whose name still matches
-  uint16_t key_pos_ = 0;
-  int16_t enum_node_ = 0;  // kEnum
-  uint16_t enum_pos_ = 0;
+  uint32_t key_pos_ = 0;
+  int32_t enum_node_ = 0;  // kEnum
+  uint32_t enum_pos_ = 0;
   uint64_t enum_mask_ = 0;
   bool integer_ = false;   // kDelegate: a number that must stay an integer
   JsonValidator delegate_;

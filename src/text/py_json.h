@@ -33,7 +33,14 @@ inline constexpr PyJsonStyle kPyJsonCompactSorted{",", ":", true};
 
 std::string py_json_dumps(const ojson& value, const PyJsonStyle& style = kPyJsonDefault);
 std::string py_float_repr(double value);
-// nullopt when `text` is not one JSON value, or nests deeper than kMaxJsonDepth.
+// One JSON value, keys in their order (a repeated key as in loads() below), in linear time
+// (ojson::parse searches each object linearly per key: quadratic).  Throws k3::Error with the
+// parser's message for invalid JSON, and for a NUL byte anywhere (nlohmann's parser stops there as
+// at the end of the input, silently dropping the rest).  Callers bound the nesting first
+// (json_nests_deeper_than).
+ojson py_json_parse(std::string_view text);
+// nullopt when `text` is not one JSON value (a NUL byte anywhere included), or nests deeper than
+// kMaxJsonDepth.
 std::optional<ojson> py_json_loads(std::string_view text);
 
 // The deepest nesting of arrays and objects k3 accepts in JSON from a request or from model

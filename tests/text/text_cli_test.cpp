@@ -68,6 +68,32 @@ TEST(TextCli, BadInputsAreClearErrors) {
   EXPECT_NE(missing.err.find("/nonexistent.tiktoken"), std::string::npos) << missing.err;
 }
 
+TEST(TextCli, NulBytesAndDeepNestingAreClearErrors) {
+  const std::string detok = "detokenize --tiktoken " + testing::tokenizer_fixture("cl100k_base.tiktoken") +
+                            " --pattern cl100k";
+  // nlohmann's parser ends the input at a NUL byte: "[1, 2]\0[3]" decoded 1 and 2 and said nothing.
+  auto nul = run_k3(detok, std::string("[1, 2]\0[3]", 10));
+  EXPECT_EQ(nul.exit_code, 1);
+  EXPECT_NE(nul.err.find("stdin: contains a NUL byte at offset 6"), std::string::npos) << nul.err;
+  // An entry nested 100,000 levels deep: its dump() for the message overflowed the stack.
+  auto deep = run_k3(detok, "[" + std::string(100000, '[') + std::string(100001, ']'));
+  EXPECT_EQ(deep.exit_code, 1);
+  EXPECT_NE(deep.err.find("more than 256 levels deep"), std::string::npos) << deep.err;
+  auto nested = run_k3(detok, "[5, [[1]]]");
+  EXPECT_EQ(nested.exit_code, 1);
+  EXPECT_NE(nested.err.find("entry 1 (an array of 1 entry) is not a token id"), std::string::npos) << nested.err;
+  auto huge = run_k3(detok, "[\"" + std::string(100000, 'x') + "\"]");
+  EXPECT_EQ(huge.exit_code, 1);
+  EXPECT_LT(huge.err.size(), 1000u) << "the whole entry was printed";
+
+  testing::TempDir dir;
+  const std::string file = dir.file("request.json");
+  testing::write_file(file, std::string("{\"messages\": []}\0{\"messages\": [{\"role\": \"user\"}]}", 49));
+  auto chat = run_k3("render-chat --request " + file);
+  EXPECT_EQ(chat.exit_code, 1);
+  EXPECT_NE(chat.err.find(file + ": invalid JSON (contains a NUL byte at offset 16)"), std::string::npos) << chat.err;
+}
+
 TEST(TextCli, RenderChatMatchesFixtures) {
   const std::vector<ojson> cases = testing::read_jsonl(testing::chat_fixture("cases.jsonl"));
   const std::vector<ojson> expected = testing::read_jsonl(testing::chat_fixture("expected.jsonl"));
