@@ -14,10 +14,24 @@ SpecialTokens::SpecialTokens(std::vector<SpecialToken> tokens, const std::string
     K3_CHECK(t.id >= 0, source, ": special token '", t.text, "' has a negative id");
     K3_CHECK(by_text_.emplace(t.text, t.id).second, source, ": special token '", t.text, "' appears twice");
     K3_CHECK(by_id_.emplace(t.id, i).second, source, ": special token id ", t.id, " appears twice");
+    K3_CHECK(t.text.size() <= kMaxTextBytes, source, ": special token ", t.id, " is ", t.text.size(),
+             " bytes long; at most ", kMaxTextBytes, " are supported");
     first_byte_[static_cast<unsigned char>(t.text[0])] = true;
-    if (std::find(lengths_.begin(), lengths_.end(), t.text.size()) == lengths_.end()) lengths_.push_back(t.text.size());
+    int32_t node = 0;
+    for (const char ch : t.text) {
+      const auto b = static_cast<unsigned char>(ch);
+      int32_t child = -1;
+      for (const auto& [byte, to] : trie_[static_cast<size_t>(node)].next)
+        if (byte == b) child = to;
+      if (child < 0) {
+        child = static_cast<int32_t>(trie_.size());
+        trie_[static_cast<size_t>(node)].next.emplace_back(b, child);
+        trie_.emplace_back();
+      }
+      node = child;
+    }
+    trie_[static_cast<size_t>(node)].id = t.id;
   }
-  std::sort(lengths_.begin(), lengths_.end(), std::greater<>());
 }
 
 std::string k3_special_token_text(int offset, int32_t id) {
@@ -94,15 +108,20 @@ const std::string* SpecialTokens::text(int32_t id) const {
 
 std::optional<SpecialMatch> SpecialTokens::find(std::string_view text, size_t from) const {
   if (tokens_.empty()) return std::nullopt;
-  std::string key;
   for (size_t pos = from; pos < text.size(); ++pos) {
     if (!first_byte_[static_cast<unsigned char>(text[pos])]) continue;
-    for (size_t len : lengths_) {
-      if (pos + len > text.size()) continue;
-      key.assign(text.substr(pos, len));
-      auto it = by_text_.find(key);
-      if (it != by_text_.end()) return SpecialMatch{pos, len, it->second};
+    std::optional<SpecialMatch> longest;
+    int32_t node = 0;
+    for (size_t end = pos; end < text.size(); ++end) {
+      const auto b = static_cast<unsigned char>(text[end]);
+      int32_t child = -1;
+      for (const auto& [byte, to] : trie_[static_cast<size_t>(node)].next)
+        if (byte == b) child = to;
+      if (child < 0) break;
+      node = child;
+      if (trie_[static_cast<size_t>(node)].id >= 0) longest = SpecialMatch{pos, end + 1 - pos, trie_[static_cast<size_t>(node)].id};
     }
+    if (longest) return longest;
   }
   return std::nullopt;
 }

@@ -32,8 +32,11 @@ struct SpecialMatch {
 
 class SpecialTokens {
  public:
+  // Longest special token text (Kimi's are under 32 bytes).
+  static constexpr size_t kMaxTextBytes = 256;
+
   SpecialTokens() = default;
-  // Throws k3::Error on a duplicate text or id (naming `source`).
+  // Throws k3::Error on a duplicate text or id, or a text longer than kMaxTextBytes (naming `source`).
   SpecialTokens(std::vector<SpecialToken> tokens, const std::string& source);
 
   // The 256 Kimi specials at base..base+255, named from a parsed tokenizer_config.json.
@@ -53,7 +56,15 @@ class SpecialTokens {
   std::vector<SpecialToken> tokens_;
   std::unordered_map<std::string, int32_t> by_text_;
   std::unordered_map<int32_t, size_t> by_id_;
-  std::vector<size_t> lengths_;  // distinct text lengths, longest first
+  // The texts as a byte trie (node 0 the root): find() walks it from each position, so a search
+  // costs at most the text length times the longest text (kMaxTextBytes), however many specials
+  // and lengths a tokenizer_config.json lists.  (Hashing every distinct length at every position
+  // took minutes on a hostile config of many long texts sharing a first byte.)
+  struct TrieNode {
+    std::vector<std::pair<unsigned char, int32_t>> next;  // byte -> child node
+    int32_t id = -1;                                      // a special's id if its text ends here
+  };
+  std::vector<TrieNode> trie_ = std::vector<TrieNode>(1);
   bool first_byte_[256] = {};
 };
 

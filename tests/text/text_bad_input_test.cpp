@@ -9,6 +9,7 @@
 #include "text/bpe_ranks.h"
 #include "text/json_schema.h"
 #include "text/py_json.h"
+#include "text/special_tokens.h"
 #include "text/tokenizer.h"
 #include "text/xtml_renderer.h"
 #include "text_test_util.h"
@@ -203,6 +204,37 @@ TEST(TextBadInput, PyJsonParseIsOjsonParseWithoutTheQuadraticKeySearch) {
   EXPECT_EQ(v.begin().key(), "k0");
   EXPECT_EQ(v["k0"], 150000);
   EXPECT_EQ(v["k149999"], 149999);
+}
+
+// The search for special tokens hashed every distinct text length at every position: a
+// tokenizer_config.json of many long texts sharing a first byte made encoding a long prompt take
+// minutes.  It walks a trie now, and texts are at most kMaxTextBytes long.
+TEST(TextBadInput, SpecialTokenSearchIsBoundedAndKeepsLongestEarliest) {
+  std::vector<SpecialToken> hostile;
+  for (int len = 56; len < 256; ++len) hostile.push_back({std::string(static_cast<size_t>(len - 1), 'a') + "b", 1000 + len});
+  const SpecialTokens h(hostile, "cfg");
+  const std::string text(200000, 'a');
+  EXPECT_FALSE(h.find(text, 0).has_value());
+  const std::optional<SpecialMatch> m = h.find(text + std::string(99, 'a') + "b", 0);
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->pos, 200100u - 255u);  // the earliest start: the 255-byte text ending at the "b"
+  EXPECT_EQ(m->len, 255u);
+  EXPECT_EQ(m->id, 1255);
+
+  const SpecialTokens s({{"<|a|>", 7}, {"<|a|>x", 8}, {"<|b", 9}, {"[x]", 10}}, "cfg");
+  auto at = [&](const std::string& t, size_t from) {
+    const std::optional<SpecialMatch> r = s.find(t, from);
+    return r ? cat(r->pos, ":", r->len, ":", r->id) : std::string("none");
+  };
+  EXPECT_EQ(at("zz<|a|>x", 0), "2:6:8");  // longest at the earliest position
+  EXPECT_EQ(at("zz<|a|>y", 0), "2:5:7");
+  EXPECT_EQ(at("<|a<|b", 0), "3:3:9");    // a failed walk does not skip the next start
+  EXPECT_EQ(at("[x]<|a|>", 1), "3:5:7");
+  EXPECT_EQ(at("<|a|", 0), "none");
+  EXPECT_EQ(at("", 0), "none");
+
+  const std::string msg = error_of([] { SpecialTokens({{std::string(257, 'x'), 5}}, "cfg"); });
+  EXPECT_NE(msg.find("cfg: special token 5 is 257 bytes long; at most 256 are supported"), std::string::npos) << msg;
 }
 
 }  // namespace
