@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <limits>
 #include <numeric>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "base/error.h"
 #include "text/tokenizer.h"
@@ -41,9 +44,73 @@ std::vector<int32_t> VocabIndex::prefixes_of(std::string_view text) const {
   for (size_t len = 1; len <= text.size(); ++len) {
     const std::string_view p = text.substr(0, len);
     auto it = std::lower_bound(bytes_.begin(), bytes_.end(), p, [](const std::string& a, std::string_view b) { return a < b; });
-    if (it != bytes_.end() && *it == p) out.push_back(ids_[static_cast<size_t>(it - bytes_.begin())]);
+    // No token starts with p: none equals a longer prefix either.  (The walk used to go on to the
+    // end of the text: a forced tool name of 100 KB cost 100 KB of searches per generated token.)
+    if (it == bytes_.end() || std::string_view(*it).substr(0, len) != p) break;
+    if (*it == p) out.push_back(ids_[static_cast<size_t>(it - bytes_.begin())]);
   }
   return out;
+}
+
+void check_schema_decodable(const CompiledSchema& schema) {
+  using S = CompiledSchema;
+  constexpr int kNever = SchemaValidator::kMaxFrames + 1;  // no value within the frames
+  const size_t count = static_cast<size_t>(schema.any_node()) + 1;
+  // need[i]: the fewest nested containers a value of node i takes (scalars and enum members none),
+  // relaxed to a fixed point (recursive $refs make the node graph cyclic; a subschema's nodes come
+  // after its own, so the passes go backwards).
+  std::vector<int> need(count, kNever);
+  const auto of = [&](int i) { return need[static_cast<size_t>(i)]; };
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t i = count; i-- > 0;) {
+      const S::Node& n = schema.node(static_cast<int>(i));
+      int v = kNever;
+      if (n.is_enum || (n.alternatives.empty() && (n.types & ~(S::kObject | S::kArray)))) {
+        v = 0;
+      } else if (!n.alternatives.empty()) {
+        for (int a : n.alternatives) v = std::min(v, of(a));
+      } else {
+        if (n.types & S::kObject) {
+          int m = 0;
+          for (const S::Property& p : n.properties)
+            if (p.required) m = std::max(m, of(p.node));
+          v = std::min(v, 1 + m);
+        }
+        if (n.types & S::kArray) v = std::min(v, n.min_items == 0 ? 1 : 1 + of(n.items >= 0 ? n.items : schema.any_node()));
+      }
+      v = std::min(v, kNever);
+      if (v < need[i]) {
+        need[i] = v;
+        changed = true;
+      }
+    }
+  }
+  // Every node the decoder can reach, with its path for the message.
+  std::vector<std::pair<int, std::string>> todo = {{0, "#"}};
+  std::vector<char> seen(count, 0);
+  seen[0] = 1;
+  while (!todo.empty()) {
+    const int i = todo.back().first;
+    const std::string where = std::move(todo.back().second);
+    todo.pop_back();
+    K3_CHECK(of(i) < kNever, "json_schema: no value the decoder can produce satisfies the schema at ", where,
+             " (a required property, minItems item or alternative that refers back to itself, or more than ",
+             SchemaValidator::kMaxFrames, " nested objects / arrays)");
+    const S::Node& n = schema.node(i);
+    const auto visit = [&](int next, std::string path) {
+      if (!seen[static_cast<size_t>(next)]) {
+        seen[static_cast<size_t>(next)] = 1;
+        todo.emplace_back(next, std::move(path));
+      }
+    };
+    if (n.is_enum) continue;
+    for (size_t a = 0; a < n.alternatives.size(); ++a) visit(n.alternatives[a], cat(where, "/anyOf/", a));
+    if (!n.alternatives.empty()) continue;
+    if (n.types & S::kObject)
+      for (const S::Property& p : n.properties) visit(p.node, cat(where, "/properties/", p.name));
+    if ((n.types & S::kArray) && n.max_items > 0 && n.items >= 0) visit(n.items, cat(where, "/items"));
+  }
 }
 
 ChatJsonConstraint::ChatJsonConstraint(std::shared_ptr<const VocabIndex> index, const Tokenizer& tokenizer,

@@ -84,6 +84,15 @@ std::vector<int32_t> viable_tokens(const VocabIndex& index, const R& start) {
   return ok;
 }
 
+// Throws k3::Error (naming the schema path) when a value the constrained decoder may start has no
+// way to finish: a required property, array item (minItems > 0) or anyOf alternative with no
+// finite value (a required property that refers back to its own object), or one that needs more
+// than SchemaValidator::kMaxFrames nested containers.  The decoder only looks one byte ahead, so
+// it would walk into such a value and then find no token to continue with (the request failed
+// with a 500 after generating).  Every property, item and alternative reachable from the root
+// (node 0) is checked, optional ones too: the decoder may choose them.
+void check_schema_decodable(const CompiledSchema& schema);
+
 class ChatJsonConstraint : public TokenConstraint {
  public:
   // thinking: the generation prompt opened the think channel (else the response channel);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -52,7 +53,9 @@ const float* Sampler::adjusted(const float* logits, int64_t vocab) {
     if (tok < vocab) work_[tok] += bias;
   const float r = params_.repetition_penalty;
   const auto repeat = [&](int32_t t) {
-    if (t >= 0 && t < vocab) work_[t] = work_[t] > 0.0f ? work_[t] / r : work_[t] * r;
+    // A tiny r (1e-38) made l / r infinite, and the softmax NaN: the least likely token was picked.
+    if (t >= 0 && t < vocab)
+      work_[t] = work_[t] > 0.0f ? std::min(work_[t] / r, std::numeric_limits<float>::max()) : work_[t] * r;
   };
   if (r != 1.0f) {
     for (int32_t t : prompt_tokens_) repeat(t);

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <random>
 
+#include "engine/json_constraint.h"
 #include "server/api_error.h"
 
 namespace k3::server {
@@ -81,6 +82,8 @@ GenerationParams parse_generation_params(const ojson& body, Endpoint endpoint) {
   }
   if (auto v = get_number(body, "top_p")) {
     if (!(*v > 0.0 && *v <= 1.0)) bad("top_p", cat("top_p must be in (0, 1] (got ", *v, ")"));
+    // (1e-50 passed here, became 0 as a float and was refused by the scheduler under "max_tokens".)
+    if (static_cast<float>(*v) == 0.0f) bad("top_p", cat("top_p ", *v, " is too small (it is 0 as a 32-bit float)"));
     g.sampling.top_p = static_cast<float>(*v);
   }
   if (auto v = get_int(body, "top_k")) {
@@ -114,7 +117,11 @@ GenerationParams parse_generation_params(const ojson& body, Endpoint endpoint) {
     const ojson& so = body["stream_options"];
     if (!so.is_object()) bad("stream_options", "stream_options must be an object");
     if (!g.stream) bad("stream_options", "stream_options is only allowed when stream is true");
-    if (auto v = get_bool(so, "include_usage")) g.include_usage = *v;
+    if (present(so, "include_usage")) {  // (its error named "include_usage", a field the body does not have)
+      if (!so["include_usage"].is_boolean())
+        bad("stream_options", "stream_options.include_usage must be a boolean");
+      g.include_usage = so["include_usage"].get<bool>();
+    }
   }
   g.ignore_eos = get_bool(body, "ignore_eos").value_or(false);
   g.parallel_tool_calls = get_bool(body, "parallel_tool_calls").value_or(true);
@@ -152,7 +159,9 @@ GenerationParams parse_generation_params(const ojson& body, Endpoint endpoint) {
         if (!js.is_object() || !js.contains("schema") || !js["schema"].is_object())
           bad("response_format", "response_format json_schema needs json_schema.schema, an object");
         try {
-          g.json_schema = std::make_shared<const CompiledSchema>(CompiledSchema::compile(js["schema"]));
+          auto schema = std::make_shared<const CompiledSchema>(CompiledSchema::compile(js["schema"]));
+          check_schema_decodable(*schema);
+          g.json_schema = std::move(schema);
         } catch (const Error& e) {
           throw ApiError(400, e.what(), "response_format", "unsupported_schema");
         }
@@ -189,6 +198,8 @@ GenerationParams parse_generation_params(const ojson& body, Endpoint endpoint) {
     if (auto v = get_number(body, f)) {
       if (!((open_lo ? *v > lo : *v >= lo) && *v <= hi))
         bad(f, cat(f, " must be in ", open_lo ? "(" : "[", lo, ", ", hi, "] (got ", *v, ")"));
+      if (open_lo && static_cast<float>(*v) <= static_cast<float>(lo))
+        bad(f, cat(f, " ", *v, " is too small (it is ", lo, " as a 32-bit float)"));
       *out = static_cast<float>(*v);
     }
   };

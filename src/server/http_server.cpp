@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -68,6 +69,21 @@ bool needs_key(const std::string& path) {
   return path.rfind("/v1/", 0) == 0 || path == "/tokenize" || path == "/detokenize";
 }
 
+// Whether an Authorization header carries `key` as a bearer token.  The scheme is
+// case-insensitive (RFC 9110 11.1: "bearer KEY" was refused as an invalid key) and may be
+// followed by several spaces; the key is compared in constant time.
+bool bearer_matches(const std::string& auth, const std::string& key) {
+  constexpr std::string_view kScheme = "bearer";
+  if (auth.size() <= kScheme.size() || auth[kScheme.size()] != ' ') return false;
+  for (size_t i = 0; i < kScheme.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(auth[i])) != kScheme[i]) return false;
+  const size_t start = auth.find_first_not_of(' ', kScheme.size());
+  if (start == std::string::npos || auth.size() - start != key.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < key.size(); ++i) diff |= static_cast<unsigned char>(auth[start + i] ^ key[i]);
+  return diff == 0;
+}
+
 std::string too_large_message(size_t limit) {
   return cat("the request body is larger than the limit of ", limit, " bytes");
 }
@@ -110,6 +126,18 @@ std::string read_body(const httplib::Request& q, httplib::Response& r, const htt
   const bool ok = multipart ? reader([](const httplib::MultipartFormData&) { return true; }, receive) : reader(receive);
   // r.status 413: httplib's own check of a Content-Length over the limit.
   if (total > limit || r.status == 413) throw ApiError(413, too_large_message(limit), "", "request_too_large");
+  // httplib decodes gzip, deflate and br, and passes any other Content-Encoding through as it is
+  // (a zstd body was then parsed as JSON: "not valid JSON").
+  std::string encoding = q.get_header_value("Content-Encoding");
+  std::transform(encoding.begin(), encoding.end(), encoding.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (!encoding.empty() && encoding != "identity" && encoding != "gzip" && encoding != "deflate" && encoding != "br")
+    throw ApiError(415, cat("Content-Encoding '", q.get_header_value("Content-Encoding"),
+                            "' is not supported (send the body as gzip, deflate, br or unencoded)"),
+                   "", "unsupported_media_type");
+  if (!ok && !encoding.empty())
+    throw ApiError(400, cat("the request body could not be decoded as Content-Encoding '", encoding, "'"), "",
+                   "invalid_body");
   if (!ok)
     throw ApiError(400, "the request body could not be read (a malformed chunk, or the client stopped sending)", "",
                    "invalid_body");
@@ -453,6 +481,19 @@ void HttpServer::routes() {
     svr_.Patch(path, wrong_method_with_body("POST"));
     svr_.Delete(path, wrong_method_with_body("POST"));
   }
+  // OPTIONS on a known path: 204 with the methods it allows (it was "404 no route" for paths that
+  // exist).
+  const auto options = [](const char* allow) {
+    return [allow](const httplib::Request&, httplib::Response& r) {
+      r.set_header("Allow", allow);
+      r.status = 204;
+    };
+  };
+  for (const char* path : {"/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize"})
+    svr_.Options(path, options("POST, OPTIONS"));
+  for (const char* path : {"/v1/models", R"(/v1/models/(.+))", "/health", "/metrics", "/", "/index.html", "/app.js",
+                           "/style.css"})
+    svr_.Options(path, options("GET, HEAD, OPTIONS"));
   for (const char* path : {"/v1/models", "/health", "/metrics", "/"}) {
     svr_.Post(path, wrong_method_with_body("GET"));
     svr_.Put(path, wrong_method_with_body("GET"));
@@ -500,7 +541,7 @@ void HttpServer::routes() {
   svr_.set_pre_routing_handler([this](const httplib::Request& q, httplib::Response& r) {
     if (opt_.api_key.empty() || !needs_key(q.path)) return httplib::Server::HandlerResponse::Unhandled;
     const std::string auth = q.get_header_value("Authorization");
-    if (auth == "Bearer " + opt_.api_key) return httplib::Server::HandlerResponse::Unhandled;
+    if (bearer_matches(auth, opt_.api_key)) return httplib::Server::HandlerResponse::Unhandled;
     r.set_header("WWW-Authenticate", "Bearer");
     send_error(r, 401, auth.empty() ? "missing API key: send Authorization: Bearer <key>" : "invalid API key", "",
                "invalid_api_key");

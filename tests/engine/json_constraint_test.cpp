@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "base/error.h"
 #include "engine/json_constraint.h"
 #include "synth_vocab.h"
 #include "text/chat_output_parser.h"
@@ -130,6 +131,53 @@ TEST_F(JsonConstraintTest, ForcedTextAcceptsAnySpelling) {
   // "r" alone is always there (single bytes are tokens).
   EXPECT_NE(std::find(r.begin(), r.end(), tok_->encode("r").at(0)), r.end());
   EXPECT_TRUE(index_->prefixes_of("").empty());
+  // A long text (a forced 1 MB tool name): the same tokens as its short head, the walk ending
+  // where no token goes on.
+  const std::string head = "response";
+  EXPECT_EQ(index_->prefixes_of(head + std::string(1 << 20, 'q')), index_->prefixes_of(head + "q"));
+  EXPECT_FALSE(index_->prefixes_of(head).empty());
+}
+
+// A schema whose values cannot all finish: the decoder would walk into the value and then find no
+// token (the request failed with a 500 after generating).  Refused up front, naming the path.
+TEST(CheckSchemaDecodable, RefusesValuesThatCannotFinish) {
+  const auto error_of = [](const std::string& text) {
+    try {
+      check_schema_decodable(CompiledSchema::compile(nlohmann::json::parse(text)));
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const auto nested = [](int levels) {
+    std::string s = R"({"type":"object"})";
+    for (int i = 1; i < levels; ++i) s = R"({"type":"object","properties":{"k":)" + s + R"(},"required":["k"]})";
+    return s;
+  };
+  // Required recursion: every object needs another inside it.
+  std::string msg = error_of(R"({"type":"object","properties":{"a":{"$ref":"#/$defs/A"}},"required":["a"],
+      "$defs":{"A":{"type":"object","properties":{"b":{"$ref":"#/$defs/A"}},"required":["b"]}}})");
+  EXPECT_NE(msg.find("no value the decoder can produce satisfies the schema at #"), std::string::npos) << msg;
+  // The same through minItems, and through an optional property (the decoder may pick it).
+  msg = error_of(R"({"type":"object","properties":{"a":{"$ref":"#/$defs/A"}},
+      "$defs":{"A":{"type":"array","minItems":1,"items":{"$ref":"#/$defs/A"}}}})");
+  EXPECT_NE(msg.find("at #/properties/a"), std::string::npos) << msg;
+  msg = error_of(R"({"type":"object","properties":{"x":{"type":"integer"},"a":{"anyOf":[{"type":"null"},
+      {"type":"object","properties":{"b":{"$ref":"#/$defs/A"}},"required":["b"]}]}},
+      "$defs":{"A":{"type":"object","properties":{"c":{"$ref":"#/$defs/A"}},"required":["c"]}}})");
+  EXPECT_NE(msg.find("at #/properties/a/anyOf/1"), std::string::npos) << msg;
+  // Deeper than the recogniser's frames.
+  EXPECT_NE(error_of(nested(SchemaValidator::kMaxFrames + 1)).find("nested"), std::string::npos);
+  // What can finish passes: kMaxFrames levels, optional or nullable recursion, minItems 0.
+  EXPECT_EQ(error_of(nested(SchemaValidator::kMaxFrames)), "");
+  EXPECT_EQ(error_of(R"({"type":"object","properties":{"v":{"type":"integer"},"next":{"$ref":"#/$defs/N"}},
+      "required":["v"],"$defs":{"N":{"type":"object","properties":{"v":{"type":"integer"},
+      "next":{"$ref":"#/$defs/N"}},"required":["v"]}}})"), "");
+  EXPECT_EQ(error_of(R"({"type":"object","properties":{"t":{"$ref":"#/$defs/T"}},"required":["t"],
+      "$defs":{"T":{"type":"object","properties":{"kids":{"type":"array","items":{"$ref":"#/$defs/T"}},
+      "up":{"anyOf":[{"$ref":"#/$defs/T"},{"type":"null"}]}},"required":["kids","up"]}}})"), "");
+  EXPECT_EQ(error_of(R"({"type":"object","properties":{"a":{"type":"array","maxItems":0,"items":{"$ref":"#/$defs/A"}}},
+      "$defs":{"A":{"type":"object","properties":{"b":{"$ref":"#/$defs/A"}},"required":["b"]}}})"), "");
 }
 
 }  // namespace

@@ -92,6 +92,21 @@ TEST(Sampler, RepetitionPenaltyCoversPromptAndOutputOnce) {
   EXPECT_EQ(greedy_run(SamplingParams{}, {-0.2f, -0.3f}, 1, {0}), (std::vector<int32_t>{0}));
 }
 
+TEST(Sampler, TinyRepetitionPenaltyStaysFinite) {
+  // r = 1e-38 boosts the prompt's token 2 (l / r): that overflowed to +inf, the softmax became
+  // NaN, and sampling fell through to the least likely token (0) instead.
+  SamplingParams p;
+  p.repetition_penalty = 1e-38f;
+  p.temperature = 1.0f;
+  const std::vector<float> logits = {-3.0f, 1.0f, 5.0f};  // 5 / 1e-38 > FLT_MAX
+  const std::vector<int32_t> prompt = {2};
+  for (uint64_t seed = 0; seed < 8; ++seed) {
+    p.seed = seed;
+    Sampler s(p, prompt);
+    EXPECT_EQ(s.sample(logits.data(), 3), 2) << seed;
+  }
+}
+
 TEST(Sampler, MinPDropsTokensBelowAFractionOfTheTop) {
   const float logits[3] = {std::log(0.6f), std::log(0.3f), std::log(0.1f)};
   SamplingParams p{1.0f, 0, 1.0f, 5};

@@ -27,7 +27,10 @@ void expect_error(const Reply& r, int status, const std::string& needle, const s
   EXPECT_EQ(r.status, status);
   ASSERT_TRUE(r.body.is_object() && r.body.contains("error"));
   EXPECT_NE(r.body["error"]["message"].get<std::string>().find(needle), std::string::npos);
-  EXPECT_EQ(r.body["error"]["param"], param);
+  if (param.empty())
+    EXPECT_TRUE(r.body["error"]["param"].is_null());
+  else
+    EXPECT_EQ(r.body["error"]["param"], param);
 }
 
 ojson user(const std::string& text) { return ojson::array({{{"role", "user"}, {"content", text}}}); }
@@ -116,6 +119,72 @@ TEST(ServerRequests, ImageLargerThanTheContextIsRefusedUpFront) {
                     {{"messages", ojson::array({{{"role", "user"}, {"content", parts}}})}, {"max_tokens", 2}}),
                400, "the images alone take", "messages");
   EXPECT_EQ(get(cli, "/health").status, 200);
+}
+
+TEST(ServerRequests, SchemaWhoseValuesCannotFinishIsRefused) {
+  httplib::Client cli = client(server());
+  // Every "a" needs another "a" inside it: the decoder used to generate into it, find no token to
+  // go on with, and fail the request with a 500.
+  const ojson schema = ojson::parse(R"({"type":"object","properties":{"a":{"$ref":"#/$defs/A"}},"required":["a"],
+      "$defs":{"A":{"type":"object","properties":{"a":{"$ref":"#/$defs/A"}},"required":["a"]}}})");
+  const ojson base = {{"messages", user("hi")}, {"max_tokens", 40}, {"temperature", 0},
+                      {"chat_template_kwargs", {{"thinking", false}}}};
+  ojson b = base;
+  b["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema", schema}}}};
+  const Reply r = post(cli, "/v1/chat/completions", b);
+  expect_error(r, 400, "no value the decoder can produce satisfies the schema", "response_format");
+  EXPECT_EQ(r.body["error"]["code"], "unsupported_schema");
+  // As a strict tool's parameters: refused too; not strict, the arguments are left free.
+  for (bool strict : {true, false}) {
+    SCOPED_TRACE(strict);
+    ojson t = base;
+    t["tools"] = ojson::array({{{"type", "function"},
+                                {"function", {{"name", "f"}, {"parameters", schema}, {"strict", strict}}}}});
+    t["tool_choice"] = "required";
+    const Reply tr = post(cli, "/v1/chat/completions", t);
+    if (strict)
+      expect_error(tr, 400, "no value the decoder can produce", "tools");
+    else
+      EXPECT_EQ(tr.status, 200) << tr.raw;
+  }
+}
+
+TEST(ServerRequests, BearerSchemeIsCaseInsensitive) {
+  ServerProcess s({"--model", plain_model_dir(), "--served-model-name", "m", "--api-key", "sesame"});
+  httplib::Client cli = client(s);
+  // RFC 9110: the scheme is case-insensitive ("bearer sesame" was refused as an invalid key).
+  for (const char* auth : {"Bearer sesame", "bearer sesame", "BEARER sesame", "Bearer   sesame"})
+    EXPECT_EQ(get(cli, "/v1/models", {{"Authorization", auth}}).status, 200) << auth;
+  for (const char* auth : {"Bearer sesam", "Bearer sesamee", "Basic sesame", "sesame", "Bearer", "Bearersesame"})
+    EXPECT_EQ(get(cli, "/v1/models", {{"Authorization", auth}}).status, 401) << auth;
+  // OPTIONS on a path that exists: its methods, not "no route".
+  const httplib::Result o = cli.Options("/v1/chat/completions", {{"Authorization", "Bearer sesame"}});
+  ASSERT_TRUE(o);
+  EXPECT_EQ(o->status, 204);
+  EXPECT_EQ(o->get_header_value("Allow"), "POST, OPTIONS");
+  const httplib::Result h = cli.Options("/health");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 204);
+  EXPECT_EQ(h->get_header_value("Allow"), "GET, HEAD, OPTIONS");
+  const httplib::Result n = cli.Options("/nowhere");
+  ASSERT_TRUE(n);
+  EXPECT_EQ(n->status, 404);
+}
+
+TEST(ServerRequests, ContentEncodingIsDecodedOrRefused) {
+  httplib::Client cli = client(server());
+  const std::string body = R"({"prompt": "hi", "max_tokens": 1})";
+  // An encoding httplib does not decode was passed through and parsed as JSON ("not valid JSON");
+  // a body that does not decode was "a malformed chunk".
+  for (const char* e : {"zstd", "gzip, br", "compress"}) {
+    SCOPED_TRACE(e);
+    const Reply r = to_reply(cli.Post("/v1/completions", {{"Content-Encoding", e}}, body, "application/json"));
+    expect_error(r, 415, std::string("Content-Encoding '") + e + "' is not supported", "");
+  }
+  const Reply bad = to_reply(cli.Post("/v1/completions", {{"Content-Encoding", "gzip"}}, body, "application/json"));
+  expect_error(bad, 400, "could not be decoded as Content-Encoding 'gzip'", "");
+  EXPECT_EQ(to_reply(cli.Post("/v1/completions", {{"Content-Encoding", "identity"}}, body, "application/json")).status,
+            200);
 }
 
 }  // namespace

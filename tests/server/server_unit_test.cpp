@@ -158,6 +158,12 @@ TEST(GenerationParams, RefusesWhatUsedToSlipThrough) {
   for (const char* key : {" +5", "+5", "5 ", "0x5", "99999999999"})
     expect_rejected({{"logit_bias", {{key, 1}}}}, Endpoint::kChat, "logit_bias");
   EXPECT_EQ(parse_generation_params({{"logit_bias", {{"007", 1}}}}, Endpoint::kChat).sampling.logit_bias.at(0).first, 7);
+  // Above 0 as doubles, 0 as the sampler's floats: refused later by the scheduler, as "max_tokens".
+  expect_rejected({{"top_p", 1e-50}}, Endpoint::kChat, "top_p");
+  expect_rejected({{"repetition_penalty", 1e-50}}, Endpoint::kCompletion, "repetition_penalty");
+  EXPECT_GT(parse_generation_params({{"top_p", 1e-30}}, Endpoint::kChat).sampling.top_p, 0.0f);
+  // stream_options.include_usage was reported as a top-level "include_usage".
+  expect_rejected({{"stream", true}, {"stream_options", {{"include_usage", "yes"}}}}, Endpoint::kChat, "stream_options");
   // Chat-only fields on /v1/completions were ignored.
   for (const char* f : {"response_format", "tools", "tool_choice", "messages"})
     expect_rejected({{"prompt", "x"}, {f, ojson::object()}}, Endpoint::kCompletion, f);
