@@ -1,5 +1,8 @@
 #include "vision/media_config.h"
 
+#include <cmath>
+#include <limits>
+
 #include "base/error.h"
 #include "io/checkpoint.h"
 #include "vision/json_fields.h"
@@ -15,16 +18,30 @@ MediaProcConfig parse_media_proc_config(const std::string& json_text, const std:
   JsonFields f(cfg, nested ? "media_proc_cfg." : "");
   MediaProcConfig c;
   c.in_patch_limit = f.integer("in_patch_limit", c.in_patch_limit);
-  c.patch_limit_on_one_side = f.integer("patch_limit_on_one_side", c.patch_limit_on_one_side);
+  // Bounded so that patch_limit_on_one_side * patch_size (the longest side in pixels) fits an int.
+  c.patch_limit_on_one_side = f.integer("patch_limit_on_one_side", c.patch_limit_on_one_side, 1, 1 << 16);
   c.patch_size = f.integer("patch_size", c.patch_size, 1, 1024);
   c.merge_kernel_size = f.integer("merge_kernel_size", c.merge_kernel_size, 1, 16);
   const auto mean = f.numbers("image_mean", {0.5, 0.5, 0.5}, 3);
   const auto stdv = f.numbers("image_std", {0.5, 0.5, 0.5}, 3);
+  // The normalisation runs in float32: a mean or std that is out of float range (1e39), or a
+  // std so small that (x - mean) / std overflows (1e-50 rounds to 0), turned every pixel into
+  // inf and the embeddings into NaN without a word.
+  constexpr double kFloatMax = std::numeric_limits<float>::max();
+  bool std_ok = true, mean_ok = true;
   for (int i = 0; i < 3; ++i) {
+    const bool m_ok = std::abs(mean[i]) <= kFloatMax, s_ok = stdv[i] > 0 && stdv[i] <= kFloatMax;
+    mean_ok = mean_ok && m_ok;
+    std_ok = std_ok && s_ok;
+    if (!m_ok || !s_ok) continue;  // (converting an out-of-range double to float is undefined)
     c.image_mean[i] = static_cast<float>(mean[i]);
     c.image_std[i] = static_cast<float>(stdv[i]);
-    if (!(stdv[i] > 0)) f.problem("image_std", "entries must be positive");
+    const float lo = (0.0f - c.image_mean[i]) / c.image_std[i], hi = (1.0f - c.image_mean[i]) / c.image_std[i];
+    std_ok = std_ok && std::isfinite(lo) && std::isfinite(hi);
   }
+  if (!mean_ok) f.problem("image_mean", "entries must be finite float32 numbers");
+  if (!std_ok)
+    f.problem("image_std", "entries must be positive, and large enough that (x - mean) / std stays finite in float32");
   if (cfg.is_object() && cfg.contains("fixed_output_tokens") && !cfg["fixed_output_tokens"].is_null())
     f.problem("fixed_output_tokens", "only null is supported (the released value)");
   const nlohmann::json& bg = f.object("transparent_bg_config");

@@ -26,10 +26,9 @@ VisionConfig parse_vision_config(const nlohmann::json& root, const std::string& 
   c.mm_hidden_size = f.integer("mm_hidden_size", c.hidden_size);
   c.text_hidden_size = f.integer("text_hidden_size", std::nullopt);
   c.projector_ln_eps = static_cast<float>(f.number("projector_ln_eps", 1e-5, 0.0, 1.0));
+  // Compared before the conversion: [2.5, 2] truncated to [2, 2] and passed.
   const std::vector<double> merge = f.numbers("merge_kernel_size", {2, 2}, 2);
-  c.merge_h = static_cast<int>(merge[0]);
-  c.merge_w = static_cast<int>(merge[1]);
-  if (c.merge_h != 2 || c.merge_w != 2) f.problem("merge_kernel_size", "only [2, 2] is supported (as released)");
+  if (merge[0] != 2 || merge[1] != 2) f.problem("merge_kernel_size", "only [2, 2] is supported (as released)");
 
   f.choice("pos_emb_type", {"divided_fixed"}, "divided_fixed");
   f.choice("pos_emb_interpolation_mode", {"bilinear"}, "bilinear");

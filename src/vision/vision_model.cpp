@@ -18,6 +18,12 @@ std::unique_ptr<VisionModel> VisionModel::load(const std::string& dir) {
   K3_CHECK(media.merge_kernel_size == config.merge_h && media.merge_kernel_size == config.merge_w, dir,
            ": preprocessor_config.json merge_kernel_size (", media.merge_kernel_size,
            ") differs from vision_config.merge_kernel_size");
+  // The longest grid side a resized image can get (after padding to whole merge cells) must fit
+  // the tower, or every large image fails at encode time with a message about its grid.
+  const int m = media.merge_kernel_size, max_grid_side = (media.patch_limit_on_one_side + m - 1) / m * m;
+  K3_CHECK(max_grid_side <= config.rope_max_side, dir, ": preprocessor_config.json patch_limit_on_one_side (",
+           media.patch_limit_on_one_side, ") lets images reach ", max_grid_side,
+           " patches a side; the vision tower takes at most ", config.rope_max_side);
   auto ckpt = std::make_unique<Checkpoint>(dir);
   VisionWeights weights = bind_vision_weights(*ckpt, config);
   log_info("vision tower: ", config.num_layers, " blocks, width ", config.hidden_size, ", ", config.num_heads,

@@ -45,6 +45,12 @@ class VisionBinder {
     return v;
   }
 
+  // Whether the checkpoint holds any tensor whose name starts with `prefix`.
+  bool has_prefix(const std::string& prefix) const {
+    const auto it = ckpt_.tensors().lower_bound(prefix);
+    return it != ckpt_.tensors().end() && it->first.starts_with(prefix);
+  }
+
   // Tensors under the vision prefixes that nothing bound.
   void report_unused() {
     for (const auto& [name, view] : ckpt_.tensors())
@@ -99,10 +105,18 @@ VisionWeights bind_vision_weights(const Checkpoint& ckpt, const VisionConfig& c)
   const int64_t M = static_cast<int64_t>(c.mm_hidden_size) * c.merge_cells(), T = c.text_hidden_size;
   w.patch_embed = b.matrix("vision_tower.patch_embed.proj.weight", {D, 3, p, p}, D, 3 * p * p);
   w.pos_emb = b.vec("vision_tower.patch_embed.pos_emb.weight", {c.pos_emb_height, c.pos_emb_width, D});
-  w.blocks.resize(c.num_layers);
+  // A block with no tensors at all ends the list with one problem: vt_num_hidden_layers is a
+  // config number (up to 2^30), and a block slot and six "missing tensor" lines for each of them
+  // ran out of memory.
   for (int l = 0; l < c.num_layers; ++l) {
     const std::string pre = cat("vision_tower.encoder.blocks.", l, ".");
-    VisionBlockWeights& B = w.blocks[l];
+    if (!b.has_prefix(pre)) {
+      b.problems.push_back(cat("vision_config.vt_num_hidden_layers is ", c.num_layers,
+                               " but the checkpoint has no tensors for vision block ", l, " (",
+                               pre, "*); it has ", l, " block", l == 1 ? "" : "s"));
+      break;
+    }
+    VisionBlockWeights& B = w.blocks.emplace_back();
     B.norm0 = b.vec(pre + "norm0.weight", {D});
     B.norm1 = b.vec(pre + "norm1.weight", {D});
     B.wqkv = b.matrix(pre + "wqkv.weight", {3 * Q, D}, 3 * Q, D);

@@ -5,6 +5,8 @@
 
 #include <cstdlib>
 
+#include <zlib.h>
+
 #include "base/error.h"
 #include "image_writers.h"
 #include "support/test_support.h"
@@ -200,6 +202,170 @@ TEST(MalformedImages, EachIsAClearError) {
 
   EXPECT_NE(testing::error_message([] { load_image_file("/nonexistent/x.png"); }).find("cannot open"),
             std::string::npos);
+}
+
+// A PNG chunk (length, type, data, CRC).
+Bytes png_chunk(const char* type, const Bytes& data) {
+  Bytes c;
+  c.reserve(12 + data.size());
+  const auto put32 = [&c](uint32_t v) {
+    for (int shift = 24; shift >= 0; shift -= 8) c.push_back(static_cast<uint8_t>(v >> shift));
+  };
+  put32(static_cast<uint32_t>(data.size()));
+  for (int i = 0; i < 4; ++i) c.push_back(static_cast<uint8_t>(type[i]));
+  c.insert(c.end(), data.begin(), data.end());
+  put32(static_cast<uint32_t>(crc32(0, c.data() + 4, static_cast<uInt>(4 + data.size()))));
+  return c;
+}
+
+// Chunks other than IHDR, PLTE, tRNS, IDAT and IEND are skipped unparsed.  libpng used to
+// inflate every zTXt / iTXt (up to 8 MB of text each, a thousand of them): an 8 MB file with a
+// 4x4 image behind 1100 such chunks took 48 s to decode.  Observable here: a broken text chunk
+// no longer reaches libpng's warnings (which an error message quotes).
+TEST(PngDecode, TextChunksAreSkippedUnparsed) {
+  PngSpec s;
+  s.width = 8;
+  s.height = 8;
+  s.samples = pattern(8 * 8 * 3, 8, 4);
+  const Bytes png = testing::encode_png(s);
+  const size_t after_ihdr = 8 + 12 + 13;
+  Bytes text = {'k', 0, 0};  // keyword "k", compression method 0, then a zlib stream
+  const Bytes zeros(1 << 20, 0);
+  uLongf zlen = compressBound(static_cast<uLong>(zeros.size()));
+  Bytes z(zlen);
+  ASSERT_EQ(compress(z.data(), &zlen, zeros.data(), static_cast<uLong>(zeros.size())), Z_OK);
+  z.resize(zlen);
+  Bytes bomb = text;  // 1 MB of text in about 1 KB
+  bomb.insert(bomb.end(), z.begin(), z.end());
+  Bytes junk = text;  // not a zlib stream at all
+  junk.insert(junk.end(), {1, 2, 3, 4, 5, 6, 7, 8});
+  Bytes with = png;
+  for (const Bytes& chunk : {png_chunk("zTXt", bomb), png_chunk("zTXt", junk), png_chunk("iTXt", junk)})
+    with.insert(with.begin() + static_cast<std::ptrdiff_t>(after_ihdr), chunk.begin(), chunk.end());
+
+  const Image a = decode_image(png, "a.png"), b = decode_image(with, "a.png");
+  EXPECT_EQ(a.pixels, b.pixels);
+  // The same damage (a bad IDAT CRC) gives the same message with or without the text chunks.
+  Bytes bad = png, bad_with = with;
+  bad[bad.size() - 14] ^= 0x55;  // the IDAT CRC
+  bad_with[bad_with.size() - 14] ^= 0x55;
+  const std::string m = testing::error_message([&] { decode_image(bad, "a.png"); });
+  EXPECT_NE(m.find("a.png: corrupt PNG"), std::string::npos) << m;
+  EXPECT_EQ(testing::error_message([&] { decode_image(bad_with, "a.png"); }), m);
+}
+
+// Whether j[i] starts a marker that ends entropy-coded data (not a stuffed 0xff, not an RSTn).
+bool ends_scan_data(const Bytes& j, size_t i) {
+  return j[i] == 0xff && j[i + 1] != 0 && (j[i + 1] < 0xd0 || j[i + 1] > 0xd7);
+}
+
+// Offsets of the SOS markers of a JPEG and of the EOI, walking the marker segments.
+struct JpegScans {
+  std::vector<size_t> sos;  // each scan runs from sos[i] to the next marker segment
+  size_t eoi = 0;
+};
+JpegScans find_scans(const Bytes& j) {
+  JpegScans out;
+  size_t i = 2;
+  while (i + 2 <= j.size() && j[i] == 0xff) {
+    const uint8_t m = j[i + 1];
+    if (m == 0xd9) {
+      out.eoi = i;
+      break;
+    }
+    if (i + 4 > j.size()) break;
+    size_t next = i + 2 + (size_t{j[i + 2]} << 8 | j[i + 3]);
+    if (m == 0xda) {
+      out.sos.push_back(i);
+      while (next + 1 < j.size() && !ends_scan_data(j, next)) ++next;
+    }
+    i = next;
+  }
+  return out;
+}
+
+std::vector<uint8_t> noisy_rgb(int w, int h) {
+  std::vector<uint8_t> rgb(static_cast<size_t>(w) * h * 3);
+  for (size_t i = 0; i < rgb.size(); ++i) rgb[i] = static_cast<uint8_t>((i * 7919) >> 3);
+  return rgb;
+}
+
+// Scan data that stops early but is followed by a proper EOI used to "decode": libjpeg warns
+// ("premature end of data segment") and fills the rest with grey, so a 2 KB file whose header
+// was patched to 8000x8000 came back as a 64-Mpixel image.  Lost data is an error now.
+TEST(JpegDecode, ScanDataCutShortIsAnError) {
+  const Bytes jpeg = testing::encode_jpeg(64, 48, noisy_rgb(64, 48));
+  const JpegScans scans = find_scans(jpeg);
+  ASSERT_EQ(scans.sos.size(), 1u);
+  ASSERT_GT(scans.eoi, scans.sos[0]);
+  Bytes cut(jpeg.begin(), jpeg.begin() + static_cast<std::ptrdiff_t>(scans.sos[0] + (scans.eoi - scans.sos[0]) / 3));
+  cut.insert(cut.end(), {0xff, 0xd9});
+  std::string m = testing::error_message([&] { decode_image(cut, "cut.jpg"); });
+  EXPECT_NE(m.find("cut.jpg: corrupt or truncated JPEG: Corrupt JPEG data: premature end of data segment"),
+            std::string::npos)
+      << m;
+
+  Bytes big = jpeg;  // the same 64x48 data under a frame header announcing 8000 x 8000
+  for (size_t i = 0; i + 8 < big.size(); ++i)
+    if (big[i] == 0xff && big[i + 1] == 0xc0) {
+      big[i + 5] = big[i + 7] = 8000 >> 8;
+      big[i + 6] = big[i + 8] = 8000 & 0xff;
+      break;
+    }
+  m = testing::error_message([&] { decode_image(big, "big.jpg"); });
+  EXPECT_NE(m.find("big.jpg: corrupt or truncated JPEG: Corrupt JPEG data: premature end of data segment"),
+            std::string::npos)
+      << m;
+}
+
+// A damaged restart marker: libjpeg resynchronises and leaves the skipped blocks grey.
+TEST(JpegDecode, LostRestartMarkerIsAnError) {
+  const std::vector<uint8_t> rgb = noisy_rgb(64, 48);
+  const Bytes jpeg = testing::encode_jpeg_with_restarts(64, 48, rgb, 1);
+  const Image good = decode_image(jpeg, "rst.jpg");  // intact, it decodes
+  EXPECT_EQ(good.width, 64);
+  Bytes bad = jpeg;
+  bool patched = false;
+  for (size_t i = find_scans(jpeg).sos.at(0); i + 1 < bad.size() && !patched; ++i)
+    if (bad[i] == 0xff && bad[i + 1] == 0xd3) {  // RST3 -> RST5
+      bad[i + 1] = 0xd5;
+      patched = true;
+    }
+  ASSERT_TRUE(patched);
+  const std::string m = testing::error_message([&] { decode_image(bad, "rst.jpg"); });
+  EXPECT_NE(m.find("rst.jpg: corrupt or truncated JPEG: Corrupt JPEG data: found marker 0xd5 instead of RST3"),
+            std::string::npos)
+      << m;
+}
+
+// Each scan of a progressive JPEG is a pass over the whole image: a file repeating a few-byte
+// scan thousands of times decoded for minutes (4096x4096, 2000 scans, 200 KB: 20 s).  More
+// than 500 scans is refused.
+TEST(JpegDecode, TooManyScansIsAnError) {
+  const std::vector<uint8_t> rgb(32 * 32 * 3, 128);  // flat: every repeated scan decodes cleanly
+  const Bytes jpeg = testing::encode_jpeg_progressive(32, 32, rgb);
+  const JpegScans scans = find_scans(jpeg);
+  ASSERT_EQ(scans.sos.size(), 10u);
+  const Image good = decode_image(jpeg, "prog.jpg");
+  EXPECT_EQ(good.width, 32);
+  // Repeat the last scan (with the tables in front of it) until there are 501 scans.
+  const size_t prev_end = [&] {
+    size_t e = scans.sos[8] + 2;
+    while (!ends_scan_data(jpeg, e)) ++e;
+    return e;
+  }();
+  const Bytes last(jpeg.begin() + static_cast<std::ptrdiff_t>(prev_end),
+                   jpeg.begin() + static_cast<std::ptrdiff_t>(scans.eoi));
+  Bytes many(jpeg.begin(), jpeg.begin() + static_cast<std::ptrdiff_t>(scans.eoi));
+  for (int i = 0; i < 491; ++i) many.insert(many.end(), last.begin(), last.end());
+  many.insert(many.end(), {0xff, 0xd9});
+  ASSERT_EQ(find_scans(many).sos.size(), 501u);
+  const std::string m = testing::error_message([&] { decode_image(many, "scans.jpg"); });
+  EXPECT_NE(m.find("scans.jpg: corrupt or truncated JPEG: more than 500 scans"), std::string::npos) << m;
+  // 500 scans are still fine.
+  many.resize(many.size() - 2 - last.size());
+  many.insert(many.end(), {0xff, 0xd9});
+  EXPECT_EQ(decode_image(many, "scans.jpg").width, 32);
 }
 
 // Deterministic random damage (byte changes and cuts) to valid files: each decode either succeeds

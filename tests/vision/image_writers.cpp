@@ -80,7 +80,10 @@ Bytes encode_png(const PngSpec& s) {
   return out;
 }
 
-Bytes encode_jpeg(int width, int height, const std::vector<uint8_t>& rgb, int orientation, bool big_endian_exif) {
+namespace {
+
+Bytes encode_jpeg_impl(int width, int height, const std::vector<uint8_t>& rgb, int orientation, bool big_endian_exif,
+                       bool progressive, int restart_interval) {
   jpeg_compress_struct c{};
   jpeg_error_mgr err{};
   c.err = jpeg_std_error(&err);
@@ -94,6 +97,8 @@ Bytes encode_jpeg(int width, int height, const std::vector<uint8_t>& rgb, int or
   c.in_color_space = JCS_RGB;
   jpeg_set_defaults(&c);
   jpeg_set_quality(&c, 95, TRUE);
+  if (progressive) jpeg_simple_progression(&c);
+  c.restart_interval = static_cast<unsigned>(restart_interval);
   jpeg_start_compress(&c, TRUE);
   if (orientation > 0) {
     // "Exif\0\0" + TIFF header + IFD0 with one entry: Orientation (0x0112), SHORT, count 1.
@@ -138,6 +143,20 @@ Bytes encode_jpeg(int width, int height, const std::vector<uint8_t>& rgb, int or
   jpeg_destroy_compress(&c);
   free(buf);
   return out;
+}
+
+}  // namespace
+
+Bytes encode_jpeg(int width, int height, const std::vector<uint8_t>& rgb, int orientation, bool big_endian_exif) {
+  return encode_jpeg_impl(width, height, rgb, orientation, big_endian_exif, false, 0);
+}
+
+Bytes encode_jpeg_progressive(int width, int height, const std::vector<uint8_t>& rgb) {
+  return encode_jpeg_impl(width, height, rgb, 0, false, true, 0);
+}
+
+Bytes encode_jpeg_with_restarts(int width, int height, const std::vector<uint8_t>& rgb, int restart_interval) {
+  return encode_jpeg_impl(width, height, rgb, 0, false, false, restart_interval);
 }
 
 Bytes png_header_only(uint32_t width, uint32_t height) {

@@ -28,6 +28,11 @@ Bytes encode_png(const PngSpec& spec);
 Bytes encode_jpeg(int width, int height, const std::vector<uint8_t>& rgb, int orientation = 0,
                   bool big_endian_exif = false);
 
+// The same pixels as a progressive JPEG (libjpeg's simple progression: 10 scans), or a
+// sequential one with a restart marker after every `restart_interval` MCUs (0: none).
+Bytes encode_jpeg_progressive(int width, int height, const std::vector<uint8_t>& rgb);
+Bytes encode_jpeg_with_restarts(int width, int height, const std::vector<uint8_t>& rgb, int restart_interval);
+
 // A PNG signature + IHDR chunk (correct CRC) announcing width x height, then IEND: enough for a
 // decoder to read the header.
 Bytes png_header_only(uint32_t width, uint32_t height);

@@ -134,5 +134,32 @@ TEST(MediaConfig, DefaultsAndErrors) {
   }
 }
 
+// Numbers that parsed but broke the preprocessing: patch_limit_on_one_side * patch_size
+// overflowed int ("resize to an empty size -2147483648x-2147483648"); a std that rounds to 0 in
+// float32 or a mean beyond float range made every pixel inf and the embeddings NaN.
+TEST(MediaConfig, OutOfRangeNumbersAreErrors) {
+  const auto error = [](const std::string& json) {
+    return testing::error_message([&] { parse_media_proc_config(json, "pp.json"); });
+  };
+  std::string m = error(R"({"patch_limit_on_one_side": 1073741824})");
+  EXPECT_NE(m.find("pp.json: invalid media_proc_cfg"), std::string::npos) << m;
+  EXPECT_NE(m.find("patch_limit_on_one_side: must be an integer in [1, 65536], got 1073741824"), std::string::npos)
+      << m;
+  m = error(R"({"image_std": [1e-50, 0.5, 0.5]})");
+  EXPECT_NE(m.find("image_std: entries must be positive, and large enough"), std::string::npos) << m;
+  m = error(R"({"image_std": [1e-40, 0.5, 0.5]})");  // a float32 denormal: 1 / 1e-40 overflows
+  EXPECT_NE(m.find("image_std: entries must be positive, and large enough"), std::string::npos) << m;
+  m = error(R"({"image_std": [1e300, 0.5, 0.5]})");
+  EXPECT_NE(m.find("image_std: entries must be positive"), std::string::npos) << m;
+  m = error(R"({"image_mean": [1e39, 0.5, 0.5]})");
+  EXPECT_NE(m.find("image_mean: entries must be finite float32 numbers"), std::string::npos) << m;
+  // Unusual but finite settings still parse.
+  const MediaProcConfig c = parse_media_proc_config(R"({"image_mean": [-3, 0, 2], "image_std": [1e-3, 100, 0.01],
+      "patch_limit_on_one_side": 65536})",
+                                                    "pp.json");
+  EXPECT_EQ(c.patch_limit_on_one_side, 65536);
+  EXPECT_FLOAT_EQ(c.image_std[0], 1e-3f);
+}
+
 }  // namespace
 }  // namespace k3

@@ -138,6 +138,63 @@ TEST(VisionLoad, WeightProblemsAreReportedTogether) {
     EXPECT_NE(m.find(s), std::string::npos) << s << " not in: " << m;
 }
 
+// Rewrites the fixture's JSON files in a temporary copy.
+struct EditedFixture {
+  testing::TempDir tmp;
+  nlohmann::json config, preprocessor;
+  EditedFixture() {
+    testing::copy_dir(testing::fixture_dir("vision-tiny-a"), tmp.path());
+    config = nlohmann::json::parse(testing::read_file(tmp.file("config.json")));
+    preprocessor = nlohmann::json::parse(testing::read_file(tmp.file("preprocessor_config.json")));
+  }
+  std::string load_error() {
+    testing::write_file(tmp.file("config.json"), config.dump());
+    testing::write_file(tmp.file("preprocessor_config.json"), preprocessor.dump());
+    return testing::error_message([&] { VisionModel::load(tmp.path()); });
+  }
+};
+
+// vt_num_hidden_layers is only a number in config.json: 2^30 allocated 2^30 block slots
+// (std::bad_alloc, or the OOM killer) and 200000 built a 100 MB message of missing tensors.
+// The first block the checkpoint lacks entirely is now one problem.
+TEST(VisionLoad, LayerCountBeyondTheCheckpointIsOneProblem) {
+  for (int layers : {1 << 30, 200000, 4}) {
+    EditedFixture fx;
+    fx.config["vision_config"]["vt_num_hidden_layers"] = layers;
+    const std::string m = fx.load_error();
+    EXPECT_NE(m.find(cat("vision_config.vt_num_hidden_layers is ", layers,
+                         " but the checkpoint has no tensors for vision block 3 "
+                         "(vision_tower.encoder.blocks.3.*); it has 3 blocks")),
+              std::string::npos)
+        << m.substr(0, 2000);
+    EXPECT_LT(m.size(), 2000u);
+  }
+}
+
+// merge_kernel_size [2.5, 2] was truncated to [2, 2] and accepted.
+TEST(VisionLoad, MergeKernelMustBeExactlyTwoByTwo) {
+  EditedFixture fx;
+  fx.config["vision_config"]["merge_kernel_size"] = {2.5, 2};
+  const std::string m = fx.load_error();
+  EXPECT_NE(m.find("vision_config.merge_kernel_size: only [2, 2] is supported"), std::string::npos) << m;
+}
+
+// A preprocessor that lets images grow past the tower's 512 patches a side loaded, then failed
+// every large image at encode time with a message about its grid.
+TEST(VisionLoad, PatchLimitBeyondTheTowerIsALoadError) {
+  EditedFixture fx;
+  fx.preprocessor["media_proc_cfg"]["patch_limit_on_one_side"] = 1000;
+  const std::string m = fx.load_error();
+  EXPECT_NE(m.find("preprocessor_config.json patch_limit_on_one_side (1000) lets images reach 1000 patches a "
+                   "side; the vision tower takes at most 512"),
+            std::string::npos)
+      << m;
+  fx.preprocessor["media_proc_cfg"]["patch_limit_on_one_side"] = 513;  // padded to 514
+  EXPECT_NE(fx.load_error().find("reach 514 patches a side"), std::string::npos);
+  fx.preprocessor["media_proc_cfg"]["patch_limit_on_one_side"] = 511;  // padded to 512: fine
+  EXPECT_EQ(fx.load_error(), "(no error)");
+}
+
 TEST(VisionLoad, RejectsBadGrids) {
   auto model = VisionModel::load(testing::fixture_dir("vision-tiny-a"));
   std::vector<float> pixels(4 * 588);
