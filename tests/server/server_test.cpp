@@ -101,6 +101,11 @@ TEST(Server, ErrorEnvelopes) {
   httplib::Client cli = client(main_server());
   expect_envelope(post_raw(cli, "/v1/chat/completions", "{\"messages\": [", "application/json"), 400, "not valid JSON");
   expect_envelope(post_raw(cli, "/v1/chat/completions", "[1, 2]", "application/json"), 400, "JSON object");
+  // A NUL byte ended the parse: the rest of the body (here a second object) was silently dropped.
+  expect_envelope(post_raw(cli, "/v1/chat/completions",
+                           std::string("{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}\0{\"x\": 1}", 58),
+                           "application/json"),
+                  400, "contains a NUL byte at offset 49");
   // 50k nested arrays (100 KB) as the tools: refused up front; they used to crash the server
   // (stack overflow in the recursive tool-declaration dump).
   expect_envelope(post_raw(cli, "/v1/chat/completions",
