@@ -54,38 +54,9 @@ std::vector<int32_t> VocabIndex::prefixes_of(std::string_view text) const {
 
 void check_schema_decodable(const CompiledSchema& schema) {
   using S = CompiledSchema;
-  constexpr int kNever = SchemaValidator::kMaxFrames + 1;  // no value within the frames
   const size_t count = static_cast<size_t>(schema.any_node()) + 1;
-  // need[i]: the fewest nested containers a value of node i takes (scalars and enum members none),
-  // relaxed to a fixed point (recursive $refs make the node graph cyclic; a subschema's nodes come
-  // after its own, so the passes go backwards).
-  std::vector<int> need(count, kNever);
-  const auto of = [&](int i) { return need[static_cast<size_t>(i)]; };
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t i = count; i-- > 0;) {
-      const S::Node& n = schema.node(static_cast<int>(i));
-      int v = kNever;
-      if (n.is_enum || (n.alternatives.empty() && (n.types & ~(S::kObject | S::kArray)))) {
-        v = 0;
-      } else if (!n.alternatives.empty()) {
-        for (int a : n.alternatives) v = std::min(v, of(a));
-      } else {
-        if (n.types & S::kObject) {
-          int m = 0;
-          for (const S::Property& p : n.properties)
-            if (p.required) m = std::max(m, of(p.node));
-          v = std::min(v, 1 + m);
-        }
-        if (n.types & S::kArray) v = std::min(v, n.min_items == 0 ? 1 : 1 + of(n.items >= 0 ? n.items : schema.any_node()));
-      }
-      v = std::min(v, kNever);
-      if (v < need[i]) {
-        need[i] = v;
-        changed = true;
-      }
-    }
-  }
+  // min_frames: the fewest nested containers a value of the node takes (compile() counts them).
+  const auto fits = [&](int i) { return schema.node(i).min_frames <= SchemaValidator::kMaxFrames; };
   // Every node the decoder can reach, with its path for the message.
   std::vector<std::pair<int, std::string>> todo = {{0, "#"}};
   std::vector<char> seen(count, 0);
@@ -94,7 +65,7 @@ void check_schema_decodable(const CompiledSchema& schema) {
     const int i = todo.back().first;
     const std::string where = std::move(todo.back().second);
     todo.pop_back();
-    K3_CHECK(of(i) < kNever, "json_schema: no value the decoder can produce satisfies the schema at ", where,
+    K3_CHECK(fits(i), "json_schema: no value the decoder can produce satisfies the schema at ", where,
              " (a required property, minItems item or alternative that refers back to itself, or more than ",
              SchemaValidator::kMaxFrames, " nested objects / arrays)");
     const S::Node& n = schema.node(i);

@@ -117,7 +117,43 @@ CompiledSchema CompiledSchema::compile(const ojson& schema) {
       n.all_mask |= uint64_t{1} << i;
       if (n.properties[i].required) n.required_mask |= uint64_t{1} << i;
     }
+  c.count_frames();
   return c;
+}
+
+// object_frames / array_frames / min_frames of every node, relaxed to a fixed point: recursive
+// $refs make the node graph cyclic, and a value's size only shrinks as more nodes get one.
+// (Subschemas come after their parent, so the passes go backwards.)
+void CompiledSchema::count_frames() {
+  const auto frames_of = [&](int i) { return nodes_[static_cast<size_t>(i)].min_frames; };
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t i = nodes_.size(); i-- > 0;) {
+      Node& n = nodes_[i];
+      int object = kNoValue, array = kNoValue, any = kNoValue;
+      if (n.is_enum) {
+        any = 0;
+      } else if (!n.alternatives.empty()) {
+        for (int a : n.alternatives) any = std::min(any, frames_of(a));
+      } else {
+        if (n.types & kObject) {
+          int inner = 0;
+          for (const Property& p : n.properties)
+            if (p.required) inner = std::max(inner, frames_of(p.node));
+          object = std::min(kNoValue, 1 + inner);
+        }
+        if (n.types & kArray)
+          array = std::min(kNoValue, 1 + (n.min_items > 0 ? frames_of(n.items >= 0 ? n.items : any_) : 0));
+        any = (n.types & ~(kObject | kArray)) ? 0 : std::min(object, array);
+      }
+      if (object < n.object_frames || array < n.array_frames || any < n.min_frames) {
+        n.object_frames = std::min(n.object_frames, object);
+        n.array_frames = std::min(n.array_frames, array);
+        n.min_frames = std::min(n.min_frames, any);
+        changed = true;
+      }
+    }
+  }
 }
 
 int CompiledSchema::add(const ojson& s, const ojson& root, const std::string& where, int depth) {
@@ -297,7 +333,10 @@ bool SchemaValidator::start_value(int node, uint8_t c) {
   const bool structured = n.types != CompiledSchema::kAny || !n.properties.empty() || n.items >= 0;
   if (structured && (c == '{' || c == '[')) {
     const bool object = c == '{';
-    if (!(n.types & (object ? CompiledSchema::kObject : CompiledSchema::kArray)) || depth_ >= kMaxFrames) return false;
+    if (!(n.types & (object ? CompiledSchema::kObject : CompiledSchema::kArray))) return false;
+    // Only if the smallest such value (its required properties / minItems items included) fits
+    // in the frames left: begun deeper, it could never be finished.
+    if (depth_ + (object ? n.object_frames : n.array_frames) > kMaxFrames) return false;
     Frame& f = frames_[depth_++];
     f = Frame{};
     f.node = node;
@@ -372,7 +411,12 @@ bool SchemaValidator::frame_byte(uint8_t c) {
   Frame& f = frames_[depth_ - 1];
   const CompiledSchema::Node& n = schema_->node(f.node);
   if (f.object) {
-    const uint64_t all = n.all_mask, required = n.required_mask;
+    // The properties whose value can still start here (the required ones always can: the object
+    // was only begun with room for them).
+    uint64_t all = 0;
+    for (size_t i = 0; i < n.properties.size(); ++i)
+      if (depth_ + schema_->node(n.properties[i].node).min_frames <= kMaxFrames) all |= uint64_t{1} << i;
+    const uint64_t required = n.required_mask;
     const auto close = [&] {
       if ((f.seen & required) != required) return false;
       --depth_;
@@ -427,7 +471,8 @@ bool SchemaValidator::frame_byte(uint8_t c) {
       return item();
     case Phase::kAfter:
       if (c == ',') {
-        if (f.count >= n.max_items) return false;
+        const int items = n.items >= 0 ? n.items : schema_->any_node();
+        if (f.count >= n.max_items || depth_ + schema_->node(items).min_frames > kMaxFrames) return false;
         f.phase = Phase::kValue;
         return true;
       }

@@ -15,7 +15,8 @@
 // The document must be an object schema (as OpenAI requires).  Properties come in any order,
 // each at most once, names written without escapes; '}' only once every required one is there.
 // A schema without "type" (or {}) accepts any JSON value.  Objects have at most 64 properties;
-// typed containers nest at most kMaxFrames deep (untyped values inside them may nest further).
+// typed containers nest at most kMaxFrames deep (untyped values inside them may nest further),
+// and no property, item or container is begun whose smallest value would not fit in the frames left.
 // enum and const together, or beside "type", keep only the values all of them allow.  The schema
 // itself may nest (subschemas and $ref hops together) and chain anyOf / oneOf alternatives at most
 // CompiledSchema::kMaxDepth deep; a $ref cycle that never reaches a schema is refused.
@@ -65,7 +66,14 @@ class CompiledSchema {
     std::vector<int> alternatives;  // anyOf / oneOf (checked through branch(), not types)
     uint8_t starts = 0;             // the start classes of this node's values (start_class)
     std::string where;              // anyOf / oneOf: the schema path, for errors
+    // The fewest nested objects / arrays a value takes (kNoValue: no finite value): as an object
+    // (itself plus its required properties' values), as an array (itself plus minItems > 0
+    // items'), and of any kind (0: a scalar or an enum member).  The validator starts a value
+    // only where it fits in the frames left, so a property or item that can no longer finish is
+    // never begun.
+    int object_frames = kNoValue, array_frames = kNoValue, min_frames = kNoValue;
   };
+  static constexpr int kNoValue = 1 << 20;
 
   // Throws k3::Error naming an unsupported keyword or a malformed schema.
   static CompiledSchema compile(const ojson& schema);
@@ -81,6 +89,7 @@ class CompiledSchema {
 
  private:
   int add(const ojson& schema, const ojson& root, const std::string& where, int depth);
+  void count_frames();
   void resolve(int index, std::vector<uint8_t>& state, int depth);
   std::vector<Node> nodes_;
   std::vector<std::pair<std::string, int>> refs_;  // "$ref" -> node

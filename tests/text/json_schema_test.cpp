@@ -178,5 +178,38 @@ TEST(JsonSchema, CompileRefusesWhatItDoesNotSupport) {
   EXPECT_NO_THROW(CompiledSchema::compile(json::parse(R"({"type":"object","title":"t","description":"d"})")));
 }
 
+// A recursive schema whose values can always stop (an optional "next") still reaches the frame
+// limit: the validator used to accept the key "next" in the innermost frame and then no value
+// could start (constrained decoding failed there).  A property, item or container is begun only
+// where its smallest value fits.
+TEST(JsonSchema, NothingIsBegunThatCannotFinishWithinTheFrames) {
+  const CompiledSchema c = CompiledSchema::compile(json::parse(
+      R"({"type":"object","properties":{"n":{"$ref":"#/$defs/L"}},
+          "$defs":{"L":{"type":"object","properties":{"v":{"type":"integer"},"next":{"$ref":"#/$defs/L"},
+                                                      "two":{"type":"array","minItems":1,"items":{"type":"array"}},
+                                                      "list":{"type":"array","items":{"$ref":"#/$defs/L"}}}}}})"));
+  const auto feeds = [&](const std::string& text) {
+    SchemaValidator v(&c);
+    for (const char ch : text)
+      if (!v.feed(static_cast<uint8_t>(ch))) return false;
+    return true;
+  };
+  std::string deep = R"({"n":)";
+  for (int i = 0; i < 14; ++i) deep += R"({"next":)";
+  deep += "{";  // 16 frames open: the innermost object
+  EXPECT_TRUE(feeds(deep + R"("v":1})"));
+  EXPECT_FALSE(feeds(deep + "\"n"));  // "next" needs a 17th frame
+  EXPECT_TRUE(feeds(deep + "}"));
+  std::string one_up = R"({"n":)";
+  for (int i = 0; i < 13; ++i) one_up += R"({"next":)";
+  one_up += "{";  // 15 frames: "next" fits, "two" (an array holding an array) does not
+  EXPECT_TRUE(feeds(one_up + R"("next":{})"));
+  EXPECT_FALSE(feeds(one_up + R"("tw)"));
+  EXPECT_TRUE(feeds(one_up + R"("list":[)"));
+  EXPECT_FALSE(feeds(one_up + R"("list":[{)"));  // an item object would be the 17th frame
+  EXPECT_TRUE(feeds(one_up + R"("list":[]})"));
+  EXPECT_EQ(c.node(0).min_frames, 1);
+}
+
 }  // namespace
 }  // namespace k3
