@@ -76,13 +76,13 @@ TEST(TextCli, NulBytesAndDeepNestingAreClearErrors) {
   EXPECT_EQ(nul.exit_code, 1);
   EXPECT_NE(nul.err.find("stdin: contains a NUL byte at offset 6"), std::string::npos) << nul.err;
   // An entry nested 100,000 levels deep: its dump() for the message overflowed the stack.
-  auto deep = run_k3(detok, "[" + std::string(100000, '[') + std::string(100001, ']'));
+  auto deep = run_k3(detok, std::string(100001, '[') + std::string(100001, ']'));
   EXPECT_EQ(deep.exit_code, 1);
   EXPECT_NE(deep.err.find("more than 256 levels deep"), std::string::npos) << deep.err;
   auto nested = run_k3(detok, "[5, [[1]]]");
   EXPECT_EQ(nested.exit_code, 1);
   EXPECT_NE(nested.err.find("entry 1 (an array of 1 entry) is not a token id"), std::string::npos) << nested.err;
-  auto huge = run_k3(detok, "[\"" + std::string(100000, 'x') + "\"]");
+  auto huge = run_k3(detok, std::string("[\"") + std::string(100000, 'x') + "\"]");
   EXPECT_EQ(huge.exit_code, 1);
   EXPECT_LT(huge.err.size(), 1000u) << "the whole entry was printed";
 
