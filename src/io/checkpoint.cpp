@@ -31,23 +31,12 @@ bool file_exists(const std::string& path) {
 // "cannot open" for a missing file, a mode-000 file, a symlink loop or a --model that is a file
 // all looked alike) nor a read error (a directory read as empty text, then "not valid JSON").
 std::string read_text_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(path, ": cannot open: ", std::strerror(errno));
+  const ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) fail(path, ": cannot open: ", std::strerror(errno));
   struct stat st {};
-  if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
-    ::close(fd);
-    fail(path, ": cannot read: is a directory, not a file");
-  }
+  if (::fstat(fd.get(), &st) == 0 && S_ISDIR(st.st_mode)) fail(path, ": cannot read: is a directory, not a file");
   // Not only regular files: `--request <(...)` hands over a pipe, which is read to its end.
-  std::string data;
-  try {
-    data = read_fd(fd, path + ": read error", UINT64_MAX, S_ISREG(st.st_mode) ? static_cast<uint64_t>(st.st_size) : 0);
-  } catch (...) {
-    ::close(fd);
-    throw;
-  }
-  ::close(fd);
-  return data;
+  return read_fd(fd.get(), path + ": read error", UINT64_MAX, S_ISREG(st.st_mode) ? static_cast<uint64_t>(st.st_size) : 0);
 }
 
 Checkpoint::Checkpoint(const std::string& dir, Residency residency) : dir_(dir) {

@@ -14,6 +14,7 @@
 #include <mutex>
 
 #include "base/error.h"
+#include "io/read_fd.h"
 
 namespace k3 {
 
@@ -162,34 +163,19 @@ void unregister_mapping(int index) {
 
 MappedFile::MappedFile(const std::string& path, Residency residency, size_t align_offset)
     : path_(path), residency_(residency == Residency::kMemory ? Residency::kMemory : Residency::kMapped) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(path, ": cannot open: ", std::strerror(errno));
+  const ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) fail(path, ": cannot open: ", std::strerror(errno));
   struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    fail(path, ": cannot stat: ", std::strerror(err));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail(path, ": not a regular file");
-  }
+  if (::fstat(fd.get(), &st) != 0) fail(path, ": cannot stat: ", std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) fail(path, ": not a regular file");
   size_ = static_cast<size_t>(st.st_size);
-  if (size_ == 0) {
-    ::close(fd);
-    return;
-  }
+  if (size_ == 0) return;
   if (residency_ == Residency::kMapped) {
     mapped_ = size_;
-    void* p = ::mmap(nullptr, mapped_, PROT_READ, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED) {
-      const int err = errno;
-      ::close(fd);
-      fail(path, ": cannot map ", size_, " bytes: ", std::strerror(err));
-    }
+    void* p = ::mmap(nullptr, mapped_, PROT_READ, MAP_SHARED, fd.get(), 0);
+    if (p == MAP_FAILED) fail(path, ": cannot map ", size_, " bytes: ", std::strerror(errno));
     base_ = p;
     data_ = static_cast<const uint8_t*>(p);
-    ::close(fd);
     guard_ = register_mapping(p, mapped_, path);
     return;
   }
@@ -198,28 +184,24 @@ MappedFile::MappedFile(const std::string& path, Residency residency, size_t alig
   const size_t pad = (64 - align_offset % 64) % 64;
   mapped_ = (pad + size_ + kHuge - 1) / kHuge * kHuge;
   void* p = ::mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) {
-    const int err = errno;
-    ::close(fd);
-    fail(path, ": cannot allocate ", size_, " bytes to hold it in memory: ", std::strerror(err),
+  if (p == MAP_FAILED)
+    fail(path, ": cannot allocate ", size_, " bytes to hold it in memory: ", std::strerror(errno),
          " (use --weights mmap to stream it from the page cache)");
-  }
   ::madvise(p, mapped_, MADV_HUGEPAGE);  // best effort: THP may be off
   char* dst = static_cast<char*>(p) + pad;
   size_t off = 0;
   while (off < size_) {
-    const ssize_t r = ::pread(fd, dst + off, std::min<size_t>(size_ - off, size_t{64} << 20), static_cast<off_t>(off));
+    const ssize_t r =
+        ::pread(fd.get(), dst + off, std::min<size_t>(size_ - off, size_t{64} << 20), static_cast<off_t>(off));
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) {
       const int err = r < 0 ? errno : 0;
       ::munmap(p, mapped_);
-      ::close(fd);
       if (r == 0) fail(path, ": file shrank while being read (", off, " of ", size_, " bytes)");
       fail(path, ": read error at byte ", off, ": ", std::strerror(err));
     }
     off += static_cast<size_t>(r);
   }
-  ::close(fd);
   ::mprotect(p, mapped_, PROT_READ);  // weights are read-only in both residencies
   base_ = p;
   data_ = reinterpret_cast<const uint8_t*>(dst);

@@ -44,32 +44,16 @@ Image decode_image(std::span<const uint8_t> bytes, const std::string& source, co
 // stat() first, then read at most max_bytes + 1: the old tellg() size check saw 0 bytes for
 // /dev/zero (which was then read until memory ran out) and a huge size for a directory.
 Image load_image_file(const std::string& path, const DecodeOptions& options) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block the open
-  if (fd < 0) fail(path, ": cannot open image file: ", std::strerror(errno));
+  const ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));  // a FIFO must not block the open
+  if (fd.get() < 0) fail(path, ": cannot open image file: ", std::strerror(errno));
   struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    fail(path, ": cannot stat image file: ", std::strerror(err));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    if (S_ISDIR(st.st_mode)) fail(path, ": is a directory, not an image file");
-    fail(path, ": is not a regular file (expected a PNG or JPEG image file)");
-  }
-  if (static_cast<uint64_t>(st.st_size) > options.max_bytes) {
-    ::close(fd);
+  if (::fstat(fd.get(), &st) != 0) fail(path, ": cannot stat image file: ", std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) fail(path, ": is a directory, not an image file");
+  if (!S_ISREG(st.st_mode)) fail(path, ": is not a regular file (expected a PNG or JPEG image file)");
+  if (static_cast<uint64_t>(st.st_size) > options.max_bytes)
     fail(path, ": image file is ", static_cast<uint64_t>(st.st_size), " bytes, over the limit of ", options.max_bytes);
-  }
   // The stat size is only a hint (the file may grow while read): the cap is enforced on the bytes read.
-  std::string bytes;
-  try {
-    bytes = read_fd(fd, path + ": read error", options.max_bytes, static_cast<uint64_t>(st.st_size));
-  } catch (...) {
-    ::close(fd);
-    throw;
-  }
-  ::close(fd);
+  const std::string bytes = read_fd(fd.get(), path + ": read error", options.max_bytes, static_cast<uint64_t>(st.st_size));
   if (bytes.size() > options.max_bytes) fail(path, ": image file is over the limit of ", options.max_bytes, " bytes");
   return decode_image(std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()), path, options);
 }
