@@ -14,6 +14,7 @@
 
 #include "base/error.h"
 #include "base/thread_pool.h"
+#include "support/test_support.h"
 
 namespace k3 {
 namespace {
@@ -87,16 +88,7 @@ TEST(ThreadPool, GlobalPoolCanBeResized) {
   EXPECT_EQ(global_pool().size(), available_cpus());
 }
 
-// The message of the k3::Error that fn throws ("" when it throws none).
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 TEST(ThreadPool, RejectsANegativeOrTooLargeThreadCount) {
   EXPECT_NE(error_of([] { ThreadPool pool(-5); }).find("-5"), std::string::npos);
@@ -178,7 +170,7 @@ TEST(ThreadPool, ThreadsThatCannotStartAreAnErrorNotACrash) {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   GTEST_SKIP() << "sanitizers reserve more address space than the limit allows";
 #endif
-  EXPECT_EXIT(start_too_many_threads(), testing::ExitedWithCode(0), "cannot start 1000 threads");
+  EXPECT_EXIT(start_too_many_threads(), ::testing::ExitedWithCode(0), "cannot start 1000 threads");
 }
 
 }  // namespace

@@ -134,12 +134,7 @@ TEST(Checkpoint, NoWeightsOrNotADirectory) {
 }
 
 std::string read_error(const std::string& path) {
-  try {
-    read_text_file(path);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  return testing::error_of([&] { read_text_file(path); });
 }
 
 // Every way a config file cannot be read says why (not just "cannot open", and a directory is not

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "support/test_support.h"
 
 namespace k3::server {
 namespace {
@@ -102,12 +103,7 @@ LoadTestOptions options(const std::string& url, std::vector<int> concurrency) {
 
 // The message of the k3::Error run_load_test throws ("" when it throws none).
 std::string load_test_error(const LoadTestOptions& o) {
-  try {
-    run_load_test(o);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  return k3::testing::error_of([&] { run_load_test(o); });
 }
 
 TEST(LoadTest, CountsTheStreamedTokensOfEveryRequest) {
@@ -246,7 +242,7 @@ TEST(LoadTest, ClientThreadsThatCannotStartAreAnErrorNotACrash) {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   GTEST_SKIP() << "sanitizers reserve more address space than the limit allows";
 #endif
-  EXPECT_EXIT(start_too_many_clients(), testing::ExitedWithCode(0), "cannot start 4000 client threads");
+  EXPECT_EXIT(start_too_many_clients(), ::testing::ExitedWithCode(0), "cannot start 4000 client threads");
 }
 
 }  // namespace

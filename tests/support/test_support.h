@@ -7,9 +7,21 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "io/safetensors.h"
 
 namespace k3::testing {
+
+// The message of the k3::Error that fn throws ("" when it throws none).
+template <typename Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
 
 // A golden fixture folder (e.g. "k3-tiny-a"): the byte-identical copy under tests/data/fixtures.
 std::string fixture_dir(const std::string& name);

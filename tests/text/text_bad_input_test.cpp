@@ -17,17 +17,7 @@
 namespace k3 {
 namespace {
 
-// The k3::Error message of f(), or "" (and a test failure) when it does not throw.
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no error";
-  return "";
-}
+using testing::error_of;
 
 bool accepts(const CompiledSchema& c, const std::string& text) {
   SchemaValidator v(&c);
