@@ -10,10 +10,16 @@
 
 namespace k3 {
 
+// The first key that repeats within one object: its dotted path ("text_config.hidden_size"; array
+// entries add no segment) and the depth of its object (1: the top level; 0: no repeated key).
+struct DuplicateKey {
+  std::string path;
+  int depth = 0;
+};
+
 // Parses [begin, end) like nlohmann::json::parse (bad syntax throws nlohmann's exceptions) and
-// sets `*duplicate` to the dotted path of the first key that repeats within one object
-// ("text_config.hidden_size"; array entries add no segment), or leaves it empty.
-nlohmann::json parse_json_noting_duplicates(const char* begin, const char* end, std::string* duplicate);
+// fills `*duplicate` with the first repeated key.
+nlohmann::json parse_json_noting_duplicates(const char* begin, const char* end, DuplicateKey* duplicate);
 
 // A whole JSON document's text.  Throws k3::Error naming `source` on a NUL byte ("contains a NUL
 // byte at offset N"), bad syntax ("not valid JSON: ...") or a repeated key ("key 'a.b' appears

@@ -85,17 +85,16 @@ SafetensorsFile::SafetensorsFile(const std::string& path, Residency residency)
          " (the header must be JSON text, padded with trailing spaces only)");
 
   // Parse, rejecting repeated keys (nlohmann would silently keep the last one).
-  std::string duplicate;
+  DuplicateKey duplicate;
   json header;
   try {
     header = parse_json_noting_duplicates(hdr, hdr + header_len, &duplicate);
   } catch (const json::exception& e) {
     fail(path, ": header is not valid JSON: ", e.what());
   }
-  if (!duplicate.empty()) {
-    if (duplicate.find('.') == std::string::npos) fail(path, ": tensor '", duplicate, "' appears twice in the header");
-    fail(path, ": key '", duplicate, "' appears twice in the header");
-  }
+  // (Tensor names contain dots themselves: the depth, not the path, tells a tensor from a field.)
+  if (duplicate.depth == 1) fail(path, ": tensor '", duplicate.path, "' appears twice in the header");
+  if (duplicate.depth > 1) fail(path, ": key '", duplicate.path, "' appears twice in the header");
   if (!header.is_object()) fail(path, ": header is not a JSON object");
 
   struct Span {
@@ -169,16 +168,14 @@ SafetensorsFile::SafetensorsFile(const std::string& path, Residency residency)
   std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
   });
-  // Compare each span with the furthest-reaching one before it, not just its neighbour: a long
-  // span can overlap several shorter ones that follow it.
-  size_t reach = 0;
+  // Sorted and non-empty, the spans overlap somewhere only if two neighbours do (up to the first
+  // overlap, each span ends past the one before it).
   for (size_t i = 1; i < spans.size(); ++i) {
-    const Span& a = spans[reach];
+    const Span& a = spans[i - 1];
     const Span& b = spans[i];
     if (b.begin < a.end)
       fail(path, ": tensors '", *a.name, "' [", a.begin, ", ", a.end, ") and '", *b.name, "' [", b.begin, ", ", b.end,
            ") overlap");
-    if (b.end > a.end) reach = i;
   }
   // The tensors fill the data section exactly: from its first byte, without gaps, to the end of
   // the file (the reference safetensors library refuses anything else).  A shard padded with 30 GB

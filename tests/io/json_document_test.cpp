@@ -48,13 +48,15 @@ TEST(JsonDocument, NulAndBadSyntaxAreNamed) {
 
 TEST(JsonDocument, NotingDuplicatesLeavesTheCallerToDecide) {
   const std::string text = R"({"t": {"dtype": "F32", "dtype": "U8"}})";
-  std::string dup = "stale";
+  DuplicateKey dup{"stale", 7};
   const nlohmann::json j = parse_json_noting_duplicates(text.data(), text.data() + text.size(), &dup);
-  EXPECT_EQ(dup, "t.dtype");
+  EXPECT_EQ(dup.path, "t.dtype");
+  EXPECT_EQ(dup.depth, 2);
   EXPECT_TRUE(j.is_object());
   const std::string fine = R"({"t": {"dtype": "F32"}})";
   parse_json_noting_duplicates(fine.data(), fine.data() + fine.size(), &dup);
-  EXPECT_EQ(dup, "");
+  EXPECT_EQ(dup.path, "");
+  EXPECT_EQ(dup.depth, 0);
 }
 
 }  // namespace

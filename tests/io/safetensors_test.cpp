@@ -104,6 +104,8 @@ TEST(Safetensors, MalformedHeadersGiveClearErrors) {
       {"negative dim", R"({"a":{"dtype":"U8","shape":[-1],"data_offsets":[0,0]}})", 0, 0, "not a non-negative integer"},
       {"duplicate name", R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}})",
        2, 0, "tensor 'a' appears twice in the header"},
+      {"duplicate dotted name", R"({"m.w":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"m.w":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}})",
+       2, 0, "tensor 'm.w' appears twice in the header"},
       // The last of two dtypes used to win silently: the bytes were read as U8, not F32.
       {"duplicate field", R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"dtype":"U8"}})", 4, 0,
        "key 'a.dtype' appears twice in the header"},
