@@ -84,6 +84,12 @@ void check_schema_decodable(const CompiledSchema& schema) {
   }
 }
 
+std::shared_ptr<const CompiledSchema> compile_decodable_schema(const ojson& schema) {
+  auto compiled = std::make_shared<const CompiledSchema>(CompiledSchema::compile(schema));
+  check_schema_decodable(*compiled);
+  return compiled;
+}
+
 ChatJsonConstraint::ChatJsonConstraint(std::shared_ptr<const VocabIndex> index, const Tokenizer& tokenizer,
                                        bool thinking, std::vector<int32_t> stop_tokens,
                                        std::shared_ptr<const CompiledSchema> schema)

@@ -92,6 +92,8 @@ std::vector<int32_t> viable_tokens(const VocabIndex& index, const R& start) {
 // with a 500 after generating).  Every property, item and alternative reachable from the root
 // (node 0) is checked, optional ones too: the decoder may choose them.
 void check_schema_decodable(const CompiledSchema& schema);
+// CompiledSchema::compile, then check_schema_decodable: the schema a request may constrain with.
+std::shared_ptr<const CompiledSchema> compile_decodable_schema(const ojson& schema);
 
 class ChatJsonConstraint : public TokenConstraint {
  public:

@@ -75,17 +75,21 @@ GenerationParams parse_generation_params(const ojson& body, Endpoint endpoint) {
       g.max_tokens = *v;
     }
   }
+  // A number field in [lo, hi] (or (lo, hi]), into a float.  An open bound is also checked in
+  // float: top_p 1e-50 passed in double, became 0 and was refused by the scheduler under
+  // "max_tokens".
+  const auto ranged = [&](const char* f, double lo, double hi, bool open_lo, float* out) {
+    if (auto v = get_number(body, f)) {
+      if (!((open_lo ? *v > lo : *v >= lo) && *v <= hi))
+        bad(f, cat(f, " must be in ", open_lo ? "(" : "[", lo, ", ", hi, "] (got ", *v, ")"));
+      if (open_lo && static_cast<float>(*v) <= static_cast<float>(lo))
+        bad(f, cat(f, " ", *v, " is too small (it is ", lo, " as a 32-bit float)"));
+      *out = static_cast<float>(*v);
+    }
+  };
   g.sampling.temperature = 1.0f;
-  if (auto v = get_number(body, "temperature")) {
-    if (!(*v >= 0.0 && *v <= 2.0)) bad("temperature", cat("temperature must be in [0, 2] (got ", *v, ")"));
-    g.sampling.temperature = static_cast<float>(*v);
-  }
-  if (auto v = get_number(body, "top_p")) {
-    if (!(*v > 0.0 && *v <= 1.0)) bad("top_p", cat("top_p must be in (0, 1] (got ", *v, ")"));
-    // (1e-50 passed here, became 0 as a float and was refused by the scheduler under "max_tokens".)
-    if (static_cast<float>(*v) == 0.0f) bad("top_p", cat("top_p ", *v, " is too small (it is 0 as a 32-bit float)"));
-    g.sampling.top_p = static_cast<float>(*v);
-  }
+  ranged("temperature", 0.0, 2.0, false, &g.sampling.temperature);
+  ranged("top_p", 0.0, 1.0, true, &g.sampling.top_p);
   if (auto v = get_int(body, "top_k")) {
     if (*v < -1 || *v > (1 << 30)) bad("top_k", cat("top_k must be -1, 0 (no limit) or a positive integer (got ", *v, ")"));
     g.sampling.top_k = *v < 0 ? 0 : static_cast<int>(*v);
@@ -159,9 +163,7 @@ GenerationParams parse_generation_params(const ojson& body, Endpoint endpoint) {
         if (!js.is_object() || !js.contains("schema") || !js["schema"].is_object())
           bad("response_format", "response_format json_schema needs json_schema.schema, an object");
         try {
-          auto schema = std::make_shared<const CompiledSchema>(CompiledSchema::compile(js["schema"]));
-          check_schema_decodable(*schema);
-          g.json_schema = std::move(schema);
+          g.json_schema = compile_decodable_schema(js["schema"]);
         } catch (const Error& e) {
           throw ApiError(400, e.what(), "response_format", "unsupported_schema");
         }
@@ -194,15 +196,6 @@ GenerationParams parse_generation_params(const ojson& body, Endpoint endpoint) {
       g.sampling.logit_bias.emplace_back(static_cast<int32_t>(id), value.get<float>());
     }
   }
-  const auto ranged = [&](const char* f, double lo, double hi, bool open_lo, float* out) {
-    if (auto v = get_number(body, f)) {
-      if (!((open_lo ? *v > lo : *v >= lo) && *v <= hi))
-        bad(f, cat(f, " must be in ", open_lo ? "(" : "[", lo, ", ", hi, "] (got ", *v, ")"));
-      if (open_lo && static_cast<float>(*v) <= static_cast<float>(lo))
-        bad(f, cat(f, " ", *v, " is too small (it is ", lo, " as a 32-bit float)"));
-      *out = static_cast<float>(*v);
-    }
-  };
   ranged("presence_penalty", -2.0, 2.0, false, &g.sampling.presence_penalty);
   ranged("frequency_penalty", -2.0, 2.0, false, &g.sampling.frequency_penalty);
   ranged("repetition_penalty", 0.0, 2.0, true, &g.sampling.repetition_penalty);

@@ -185,9 +185,7 @@ PreparedChat prepare_chat(const EngineHost& host, const ojson& body, const Image
       std::shared_ptr<const CompiledSchema> params;
       if (fn.contains("parameters") && fn["parameters"].is_object()) {
         try {
-          auto compiled = std::make_shared<const CompiledSchema>(CompiledSchema::compile(fn["parameters"]));
-          check_schema_decodable(*compiled);  // (forced arguments would otherwise dead-end: a 500)
-          params = std::move(compiled);
+          params = compile_decodable_schema(fn["parameters"]);  // (forced arguments would otherwise dead-end: a 500)
         } catch (const Error& e) {
           if (fn.contains("strict") && fn["strict"].is_boolean() && fn["strict"].get<bool>())
             throw ApiError(400, cat("tools[", i, "].function.parameters: ", e.what()), "tools", "unsupported_schema");

@@ -411,11 +411,15 @@ bool SchemaValidator::frame_byte(uint8_t c) {
   Frame& f = frames_[depth_ - 1];
   const CompiledSchema::Node& n = schema_->node(f.node);
   if (f.object) {
-    // The properties whose value can still start here (the required ones always can: the object
-    // was only begun with room for them).
-    uint64_t all = 0;
-    for (size_t i = 0; i < n.properties.size(); ++i)
-      if (depth_ + schema_->node(n.properties[i].node).min_frames <= kMaxFrames) all |= uint64_t{1} << i;
+    // The properties not yet given whose value can still start here (the required ones always
+    // can: the object was only begun with room for them).  Only a '"' or ',' asks.
+    const auto open_properties = [&] {
+      uint64_t open = 0;
+      for (size_t i = 0; i < n.properties.size(); ++i)
+        if (!(f.seen >> i & 1) && depth_ + schema_->node(n.properties[i].node).min_frames <= kMaxFrames)
+          open |= uint64_t{1} << i;
+      return open;
+    };
     const uint64_t required = n.required_mask;
     const auto close = [&] {
       if ((f.seen & required) != required) return false;
@@ -423,7 +427,7 @@ bool SchemaValidator::frame_byte(uint8_t c) {
       return value_done();
     };
     const auto key = [&] {
-      const uint64_t open = all & ~f.seen;
+      const uint64_t open = open_properties();
       if (!open) return false;
       mode_ = Mode::kKey;
       key_mask_ = open;
@@ -444,7 +448,7 @@ bool SchemaValidator::frame_byte(uint8_t c) {
         return start_value(n.properties[static_cast<size_t>(f.key)].node, c);
       case Phase::kAfter:
         if (c == ',') {
-          if (!(all & ~f.seen)) return false;
+          if (!open_properties()) return false;
           f.phase = Phase::kKey;
           return true;
         }
