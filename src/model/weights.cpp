@@ -17,7 +17,7 @@ class Binder {
 
   // The first kMaxKeptProblems problems, and how many there were in all.  A config naming a
   // million experts against a small checkpoint would otherwise build millions of messages.
-  static constexpr size_t kMaxKeptProblems = 100;
+  static constexpr size_t kMaxKeptProblems = 60;
   std::vector<std::string> problems;
   size_t problem_count = 0;
   std::set<std::string> used;
@@ -288,7 +288,7 @@ ModelWeights bind_weights(const Checkpoint& ckpt, const ModelConfig& config, con
     const size_t n = b.problem_count;
     std::string msg = cat(ckpt.dir(), ": the checkpoint does not match its config (", n, " problem", n == 1 ? "" : "s",
                           "):");
-    const size_t show = std::min<size_t>(b.problems.size(), 60);
+    const size_t show = b.problems.size();  // (at most kMaxKeptProblems)
     for (size_t i = 0; i < show; ++i) msg += "\n  " + b.problems[i];
     if (show < n) msg += cat("\n  ... and ", n - show, " more");
     throw Error(msg);

@@ -142,8 +142,8 @@ BpeRanks BpeRanks::parse_tiktoken(std::string_view text, const std::string& sour
            " ranks unused for ", lines.size(), " tokens (at most one unused rank per token, plus ", kMaxRankGaps,
            ", is supported)");
   BpeRanks r;
-  r.offsets_.assign(static_cast<size_t>(max_rank) + 1, 0);
-  r.lengths_.assign(static_cast<size_t>(max_rank) + 1, 0);
+  r.offsets_.assign(slots, 0);
+  r.lengths_.assign(slots, 0);
   r.slots_.assign(table_size_for(lines.size()), Slot{});
   size_t total = 0;
   for (const Line& l : lines) total += l.bytes.size();

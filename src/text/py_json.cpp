@@ -97,7 +97,8 @@ class OrderedBuilder {
   bool string(Sax::string_t& v) { return value(std::move(v)); }
   bool binary(Sax::binary_t&) { return value(nullptr); }  // (JSON text has none)
   bool start_object(size_t) {
-    open_.push_back(value(ojson::object_t()) ? last_ : nullptr);
+    value(ojson::object_t());
+    open_.push_back(last_);
     keys_.emplace_back();
     return true;
   }
@@ -114,7 +115,8 @@ class OrderedBuilder {
     return true;
   }
   bool start_array(size_t) {
-    open_.push_back(value(ojson::array_t()) ? last_ : nullptr);
+    value(ojson::array_t());
+    open_.push_back(last_);
     keys_.emplace_back();
     return true;
   }

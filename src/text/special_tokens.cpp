@@ -1,6 +1,5 @@
 #include "text/special_tokens.h"
 
-#include <algorithm>
 #include <charconv>
 
 #include "base/error.h"
@@ -20,9 +19,7 @@ SpecialTokens::SpecialTokens(std::vector<SpecialToken> tokens, const std::string
     int32_t node = 0;
     for (const char ch : t.text) {
       const auto b = static_cast<unsigned char>(ch);
-      int32_t child = -1;
-      for (const auto& [byte, to] : trie_[static_cast<size_t>(node)].next)
-        if (byte == b) child = to;
+      int32_t child = trie_child(node, b);
       if (child < 0) {
         child = static_cast<int32_t>(trie_.size());
         trie_[static_cast<size_t>(node)].next.emplace_back(b, child);
@@ -106,6 +103,12 @@ const std::string* SpecialTokens::text(int32_t id) const {
   return it == by_id_.end() ? nullptr : &tokens_[it->second].text;
 }
 
+int32_t SpecialTokens::trie_child(int32_t node, unsigned char b) const {
+  for (const auto& [byte, to] : trie_[static_cast<size_t>(node)].next)
+    if (byte == b) return to;
+  return -1;
+}
+
 std::optional<SpecialMatch> SpecialTokens::find(std::string_view text, size_t from) const {
   if (tokens_.empty()) return std::nullopt;
   for (size_t pos = from; pos < text.size(); ++pos) {
@@ -114,9 +117,7 @@ std::optional<SpecialMatch> SpecialTokens::find(std::string_view text, size_t fr
     int32_t node = 0;
     for (size_t end = pos; end < text.size(); ++end) {
       const auto b = static_cast<unsigned char>(text[end]);
-      int32_t child = -1;
-      for (const auto& [byte, to] : trie_[static_cast<size_t>(node)].next)
-        if (byte == b) child = to;
+      const int32_t child = trie_child(node, b);
       if (child < 0) break;
       node = child;
       if (trie_[static_cast<size_t>(node)].id >= 0) longest = SpecialMatch{pos, end + 1 - pos, trie_[static_cast<size_t>(node)].id};

@@ -65,6 +65,7 @@ class SpecialTokens {
     int32_t id = -1;                                      // a special's id if its text ends here
   };
   std::vector<TrieNode> trie_ = std::vector<TrieNode>(1);
+  int32_t trie_child(int32_t node, unsigned char b) const;  // -1: none
   bool first_byte_[256] = {};
 };
 

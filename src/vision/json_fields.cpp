@@ -1,7 +1,6 @@
 #include "vision/json_fields.h"
 
 #include "base/error.h"
-#include "io/json_document.h"
 
 namespace k3 {
 
@@ -90,10 +89,6 @@ const nlohmann::json& JsonFields::object(const std::string& key) {
     return kEmpty;
   }
   return *v;
-}
-
-nlohmann::json parse_json_text(const std::string& text, const std::string& source) {
-  return parse_json_document(text, source);
 }
 
 void throw_if_problems(const std::vector<std::string>& problems, const std::string& source, const std::string& what) {

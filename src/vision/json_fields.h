@@ -42,8 +42,6 @@ class JsonFields {
   std::vector<std::string> problems_;
 };
 
-// Parses JSON text or throws k3::Error naming `source`.
-nlohmann::json parse_json_text(const std::string& text, const std::string& source);
 // Throws one k3::Error listing `problems` (if any) under "source: invalid <what>".
 void throw_if_problems(const std::vector<std::string>& problems, const std::string& source, const std::string& what);
 

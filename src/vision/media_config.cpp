@@ -4,13 +4,14 @@
 #include <limits>
 
 #include "base/error.h"
+#include "io/json_document.h"
 #include "io/checkpoint.h"
 #include "vision/json_fields.h"
 
 namespace k3 {
 
 MediaProcConfig parse_media_proc_config(const std::string& json_text, const std::string& source) {
-  const nlohmann::json root = parse_json_text(json_text, source);
+  const nlohmann::json root = parse_json_document(json_text, source);
   K3_CHECK(root.is_object(), source, ": not a JSON object");
   const bool nested = root.contains("media_proc_cfg");
   JsonFields top(root, "");

@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "base/error.h"
+#include "io/json_document.h"
 #include "base/numeric_types.h"
 #include "base/rng.h"
 #include "io/checkpoint.h"
@@ -106,7 +107,7 @@ json released_preprocessor_config() {
 
 void add_synth_vision(const std::string& dir, int text_hidden, const SynthVisionOptions& options) {
   const std::string config_path = dir + "/config.json";
-  json root = parse_json_text(read_text_file(config_path), config_path);
+  json root = parse_json_document(read_text_file(config_path), config_path);
   K3_CHECK(root.is_object(), config_path, ": not a JSON object");
   root["vision_config"] = synth_vision_config(options, text_hidden);
   const VisionConfig c = parse_vision_config(root, config_path);  // what the loader will see
@@ -138,7 +139,7 @@ void add_synth_vision(const std::string& dir, int text_hidden, const SynthVision
   const std::string index_path = dir + "/model.safetensors.index.json";
   json index;
   if (file_exists(index_path)) {
-    index = parse_json_text(read_text_file(index_path), index_path);
+    index = parse_json_document(read_text_file(index_path), index_path);
     K3_CHECK(index.is_object() && index.contains("weight_map") && index["weight_map"].is_object(), index_path,
              ": missing 'weight_map' object");
   } else {

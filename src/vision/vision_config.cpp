@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "io/json_document.h"
 #include "io/checkpoint.h"
 #include "vision/json_fields.h"
 
@@ -54,7 +55,7 @@ VisionConfig parse_vision_config(const nlohmann::json& root, const std::string& 
 
 VisionConfig load_vision_config(const std::string& dir) {
   const std::string path = dir + "/config.json";
-  return parse_vision_config(parse_json_text(read_text_file(path), path), path);
+  return parse_vision_config(parse_json_document(read_text_file(path), path), path);
 }
 
 }  // namespace k3
