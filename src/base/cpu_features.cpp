@@ -59,15 +59,17 @@ CpuFeatures detect() {
   return f;
 }
 
+// want, or the best the CPU (and OS) offer when want is beyond them, saying so after `asked`.
+Isa runnable_isa(Isa want, Isa best, const std::string& asked) {
+  if (want <= best) return want;
+  log_warn(asked, "this CPU cannot run ", isa_name(want), "; using ", isa_name(best));
+  return best;
+}
+
 Isa isa_from_env(Isa best) {
   const char* v = std::getenv("K3_ISA");
   if (v == nullptr || *v == '\0') return best;
-  const Isa want = parse_isa(v);
-  if (want <= best) return want;
-  // Asked for more than the CPU (or the OS) offers: run the best there is, and say so.
-  log_line(LogLevel::kWarn, cat("K3_ISA=", v, ": this CPU cannot run ", isa_name(want), "; using ",
-                                isa_name(best)));
-  return best;
+  return runnable_isa(parse_isa(v), best, cat("K3_ISA=", v, ": "));
 }
 
 std::atomic<int>& active_slot() {
@@ -95,6 +97,12 @@ Isa active_isa() { return static_cast<Isa>(active_slot().load(std::memory_order_
 Isa force_isa(Isa isa) {
   Isa best = best_isa();
   Isa eff = isa > best ? best : isa;
+  active_slot().store(static_cast<int>(eff));
+  return eff;
+}
+
+Isa request_isa(Isa want) {
+  const Isa eff = runnable_isa(want, best_isa(), "");
   active_slot().store(static_cast<int>(eff));
   return eff;
 }

@@ -37,6 +37,8 @@ Isa best_isa();
 Isa active_isa();
 // Forces the dispatch level; requests above best_isa() are clamped.  Returns the level in effect.
 Isa force_isa(Isa isa);
+// force_isa for a user's --isa: also warns when the CPU cannot run `want`.
+Isa request_isa(Isa want);
 const char* isa_name(Isa isa);
 // Parses "ref", "avx2", "avx512", "amx"; throws k3::Error otherwise.
 Isa parse_isa(const std::string& name);

@@ -78,11 +78,7 @@ int main(int argc, char** argv) {
     if (verbosity == 1) k3::set_log_level(k3::LogLevel::kInfo);
     if (verbosity >= 2) k3::set_log_level(k3::LogLevel::kDebug);
     if (!weights.empty()) k3::set_default_residency(k3::parse_residency(weights));
-    if (!isa.empty()) {
-      const k3::Isa want = k3::parse_isa(isa);
-      if (k3::force_isa(want) != want)
-        k3::log_warn("this CPU cannot run ", isa, "; using ", k3::isa_name(k3::active_isa()));
-    }
+    if (!isa.empty()) k3::request_isa(k3::parse_isa(isa));
     return finish_stdout(run ? run() : 0);
   } catch (const k3::Error& e) {
     std::fprintf(stderr, "k3: error: %s\n", e.what());
