@@ -478,12 +478,6 @@ void HttpServer::routes() {
       f(q, r);
     };
   };
-  for (const char* path : {"/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize"}) {
-    svr_.Get(path, wrong_method("POST"));
-    svr_.Put(path, wrong_method_with_body("POST"));
-    svr_.Patch(path, wrong_method_with_body("POST"));
-    svr_.Delete(path, wrong_method_with_body("POST"));
-  }
   // OPTIONS on a known path: 204 with the methods it allows (it was "404 no route" for paths that
   // exist).
   const auto options = [](const char* allow) {
@@ -492,8 +486,13 @@ void HttpServer::routes() {
       r.status = 204;
     };
   };
-  for (const char* path : {"/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize"})
+  for (const char* path : {"/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize"}) {
+    svr_.Get(path, wrong_method("POST"));
+    svr_.Put(path, wrong_method_with_body("POST"));
+    svr_.Patch(path, wrong_method_with_body("POST"));
+    svr_.Delete(path, wrong_method_with_body("POST"));
     svr_.Options(path, options("POST, OPTIONS"));
+  }
   for (const char* path : {"/v1/models", R"(/v1/models/(.+))", "/health", "/metrics", "/", "/index.html", "/app.js",
                            "/style.css"})
     svr_.Options(path, options("GET, HEAD, OPTIONS"));
