@@ -33,8 +33,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-volatile std::sig_atomic_t g_signal = 0;
-extern "C" void on_signal(int sig) { g_signal = sig; }
+// Set by the SIGINT / SIGTERM handler on whichever thread takes the signal and read by the
+// watcher thread: a lock-free atomic (a volatile sig_atomic_t is only safe within one thread;
+// ThreadSanitizer reported the cross-thread read as a data race).
+std::atomic<int> g_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free, "the signal handler may only touch lock-free atomics");
+extern "C" void on_signal(int sig) { g_signal.store(sig, std::memory_order_relaxed); }
 
 void send_json(httplib::Response& res, int status, const ojson& body) {
   res.status = status;
@@ -600,7 +604,7 @@ int HttpServer::run(const std::function<void(int)>& on_listening) {
   std::atomic<bool> listening_done{false};
   std::thread watcher([&] {
     while (!listening_done.load()) {
-      if (g_signal != 0 || host_.state() == EngineHost::State::kFailed) {
+      if (g_signal.load(std::memory_order_relaxed) != 0 || host_.state() == EngineHost::State::kFailed) {
         host_.shutdown();
         svr_.stop();
       }
