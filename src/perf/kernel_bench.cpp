@@ -446,8 +446,16 @@ std::vector<BenchResult> run_kernel_benches(ThreadPool& pool, const MachineLimit
                             own, layers);
                         BenchResult r = bandwidth_result(
                             "mla_decode_" + (n >= 1024 ? std::to_string(n / 1024) + "k" : std::to_string(n)), static_cast<double>(bytes), t, m);
+                        // The absorbed form does 2 * (width + lora) FLOP per head and cache row, ~90 FLOP
+                        // per cache byte at K3's 96 heads: it is bound by arithmetic, so the note also
+                        // rates it against the fp32 FMA peak (the higher of the machine figure and a probe now).
+                        const double gflops = 2.0 * H * (width + lora) * static_cast<double>(n) / t.seconds.median / 1e9;
+                        const double peak = std::max(m.fp32_gflops, measure_fp32_peak_once(pool));
+                        char compute[160];
+                        std::snprintf(compute, sizeof compute, "; compute %.0f GFLOP/s, %.0f%% of the fp32 FMA peak (%.0f FLOP per cache byte)",
+                                      gflops, peak > 0 ? 100.0 * gflops / peak : 0.0, 2.0 * H * (width + lora) / (width * 4.0));
                         r.note = std::to_string(H) + " heads over a " + std::to_string(width) + "-wide fp32 latent cache, " +
-                                 std::to_string(layers) + " layer caches rotated";
+                                 std::to_string(layers) + " layer caches rotated" + compute;
                         out.push_back(r);
                       }});
     }
