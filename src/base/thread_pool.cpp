@@ -86,7 +86,18 @@ void ThreadPool::work_on(Job& job, int thread) {
   for (;;) {
     const int64_t t = job.next.fetch_add(1, std::memory_order_relaxed);
     if (t >= job.tasks) return;
-    (*job.fn)(t, thread);
+    // An exception must not leave a worker's loop (std::terminate) nor the caller's run() while
+    // workers still run tasks that use the caller's stack: it is kept, and the task still counts
+    // as done.  (Published to run() by the acq_rel increment below.)
+    if (!job.failed.load(std::memory_order_relaxed)) {
+      try {
+        (*job.fn)(t, thread);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(job.error_mutex);
+        if (!job.error) job.error = std::current_exception();
+        job.failed.store(true, std::memory_order_relaxed);
+      }
+    }
     if (job.done.fetch_add(1, std::memory_order_acq_rel) + 1 == job.tasks) job.done.notify_all();
   }
 }
@@ -124,6 +135,9 @@ void ThreadPool::run(int64_t tasks, const std::function<void(int64_t, int)>& fn)
   }
   std::lock_guard<std::mutex> lock(run_mutex_);
   t_in_pool_task = true;
+  struct Leave {  // however run() ends, later jobs from this thread use the workers again
+    ~Leave() { t_in_pool_task = false; }
+  } leave;
   auto job = std::make_shared<Job>();
   job->fn = &fn;
   job->tasks = tasks;
@@ -143,7 +157,10 @@ void ThreadPool::run(int64_t tasks, const std::function<void(int64_t, int)>& fn)
     job->done.wait(done, std::memory_order_acquire);
     done = job->done.load(std::memory_order_acquire);
   }
-  t_in_pool_task = false;
+  if (job->failed.load(std::memory_order_relaxed)) {
+    std::lock_guard<std::mutex> el(job->error_mutex);
+    std::rethrow_exception(job->error);
+  }
 }
 
 SerialScope::SerialScope() : saved_(t_in_pool_task) { t_in_pool_task = true; }

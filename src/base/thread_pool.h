@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -34,7 +35,9 @@ class ThreadPool {
   int size() const { return static_cast<int>(workers_.size()) + 1; }  // workers + the caller
 
   // fn(task, thread) for task in [0, tasks); the calling thread takes part.  A task that calls
-  // run() again runs that inner job inline.  fn must not throw.
+  // run() again runs that inner job inline.  If fn throws (on any thread), the tasks not yet
+  // started are skipped, run() waits for those in flight and then rethrows the first exception
+  // on the calling thread; the pool stays usable.
   void run(int64_t tasks, const std::function<void(int64_t task, int thread)>& fn);
 
   // Splits [0, n) into contiguous pieces aligned to `align` (a few per thread) and calls
@@ -47,6 +50,9 @@ class ThreadPool {
     int64_t tasks = 0;
     std::atomic<int64_t> next{0};
     std::atomic<int64_t> done{0};
+    std::atomic<bool> failed{false};  // a task threw: the rest are skipped
+    std::mutex error_mutex;
+    std::exception_ptr error;  // the first exception, rethrown by run()
   };
   static void work_on(Job& job, int thread);
   void worker_loop(int index);

@@ -5,9 +5,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -71,6 +73,45 @@ TEST(ThreadPool, NestedRunExecutesInline) {
   std::atomic<int> inner{0};
   pool.run(4, [&](int64_t, int) { pool.run(3, [&](int64_t, int) { inner++; }); });
   EXPECT_EQ(inner.load(), 12);
+}
+
+// A task that throws (a failed allocation in a kernel's task) must neither terminate the process
+// from a worker nor unwind the caller while workers still run tasks on its stack: run() rethrows
+// on the caller once every started task has ended, and the pool keeps working afterwards.
+TEST(ThreadPool, ATaskThatThrowsFailsTheRunNotTheProcess) {
+  ThreadPool pool(3);
+  for (int64_t thrower : {0, 37, 63}) {
+    SCOPED_TRACE(thrower);
+    std::atomic<int> in_flight{0}, max_after{0};
+    try {
+      pool.run(64, [&](int64_t t, int) {
+        in_flight++;
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+        if (t == thrower) {
+          in_flight--;
+          throw std::runtime_error("task " + std::to_string(t) + " failed");
+        }
+        in_flight--;
+      });
+      ADD_FAILURE() << "run() returned normally";
+    } catch (const std::runtime_error& e) {
+      EXPECT_EQ(std::string(e.what()), "task " + std::to_string(thrower) + " failed");
+      max_after = in_flight.load();
+    }
+    EXPECT_EQ(max_after.load(), 0) << "run() rethrew while tasks were still running";
+    // Still a working pool, and this thread's later jobs still reach the workers.
+    std::vector<std::atomic<int>> hit(64);
+    std::atomic<bool> on_worker{false};
+    pool.run(64, [&](int64_t t, int thread) {
+      hit[t]++;
+      if (thread != 0) on_worker = true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+    for (int64_t t = 0; t < 64; ++t) EXPECT_EQ(hit[t].load(), 1) << t;
+    EXPECT_TRUE(on_worker.load()) << "every task ran on the caller: the pool left it marked as inside a job";
+  }
+  // Every task throwing: one exception comes back, the first.
+  EXPECT_THROW(pool.run(100, [](int64_t, int) { throw std::runtime_error("all"); }), std::runtime_error);
 }
 
 TEST(ThreadPool, OversubscribedPoolStillCompletesManyJobs) {
