@@ -35,7 +35,9 @@ void add_serve_command(CLI::App& app, Runner& run) {
   sub->add_option("--max-batch", a->o.engine.scheduler.max_batch, "Sequences decoded together (slots)")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
+  // Each slot and each waiting request holds one of the server's HTTP threads.
   sub->add_option("--max-queue", a->o.engine.scheduler.max_queue, "Requests that may wait for a slot (beyond: 429)")
+      ->check(CLI::Range(size_t{0}, size_t{4096}))
       ->capture_default_str();
   sub->add_option("--ctx", a->ctx, "Context per request, prompt + output (default: the model's)")
       ->check(kNonNegative);

@@ -332,19 +332,31 @@ bool HttpServer::stream_choices(const std::vector<std::shared_ptr<GenerationJob>
   }
   // One thread per further choice; whole events go out one at a time.
   std::mutex mu;
+  std::atomic<bool> abandoned{false};
   const Writer write = [&](std::string_view s) {
+    if (abandoned.load()) return false;
     std::lock_guard<std::mutex> lock(mu);
     return sink.write(s.data(), s.size());
   };
   std::vector<char> ok(jobs.size(), 0);
   std::vector<std::thread> others;
-  for (size_t i = 1; i < jobs.size(); ++i)
-    others.emplace_back([&, i] {
-      try {
-        ok[i] = stream_choice(*jobs[i], write, false);
-      } catch (...) {  // nothing may leave a thread; the stream just ends
-      }
-    });
+  try {
+    others.reserve(jobs.size() - 1);
+    for (size_t i = 1; i < jobs.size(); ++i)
+      others.emplace_back([&, i] {
+        try {
+          ok[i] = stream_choice(*jobs[i], write, false);
+        } catch (...) {  // nothing may leave a thread; the stream just ends
+        }
+      });
+  } catch (const std::exception& e) {
+    // A thread that cannot start (a thread limit): destroying the started ones while they run
+    // would call std::terminate, so their next write fails, they end, and so does the stream.
+    log_warn("cannot stream ", jobs.size(), " choices: ", e.what());
+    abandoned = true;
+    for (std::thread& t : others) t.join();
+    return false;
+  }
   try {
     ok[0] = stream_choice(*jobs[0], write, false);
   } catch (...) {
@@ -588,6 +600,9 @@ int HttpServer::run(const std::function<void(int)>& on_listening) {
 
   struct sigaction sa {};
   sa.sa_handler = on_signal;
+  // A second Ctrl-C / SIGTERM takes the default action: it ends a server whose stop waits on a
+  // model load stuck in I/O.
+  sa.sa_flags = SA_RESETHAND;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
@@ -611,11 +626,19 @@ int HttpServer::run(const std::function<void(int)>& on_listening) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   });
-  svr_.listen_after_bind();
+  // listen throws when httplib cannot start its worker threads: the loader and the watcher must
+  // still be joined (a joinable std::thread destroyed by the unwinding would call std::terminate).
+  std::string listen_error;
+  try {
+    svr_.listen_after_bind();
+  } catch (const std::exception& e) {
+    listen_error = e.what();
+  }
   listening_done = true;
   watcher.join();
   loader.join();
   host_.shutdown();
+  if (!listen_error.empty()) fail("cannot serve on ", opt_.host, ":", port, ": ", listen_error);
   if (host_.state() == EngineHost::State::kFailed) fail("cannot serve ", opt_.engine.model_dir, ": ", host_.load_error());
   return 0;
 }

@@ -851,6 +851,11 @@ TEST(Server, StartupFailuresAreCleanErrors) {
                                     plain_model_dir());
   EXPECT_EQ(busy.exit_code, 1);
   EXPECT_NE(busy.err.find("cannot listen on 127.0.0.1:"), std::string::npos) << busy.err;
+  // Every waiting request holds an HTTP thread: a queue past 4096 would ask for that many threads.
+  const CommandResult huge = run_k3("serve --port 0 --max-queue 100000000 --model " + plain_model_dir());
+  EXPECT_NE(huge.exit_code, 0) << huge.err;
+  EXPECT_LT(huge.exit_code, 128) << huge.err;  // refused, not crashed
+  EXPECT_NE(huge.err.find("--max-queue"), std::string::npos) << huge.err;
 }
 
 TEST(Server, Images) {
