@@ -5,6 +5,8 @@
 #include <optional>
 #include <utility>
 
+#include "base/log.h"
+
 namespace k3 {
 
 const char* to_string(FinishReason reason) {
@@ -240,15 +242,23 @@ void Scheduler::loop() {
     const bool stop = take_work(admitted, dropped, cancels);
     for (auto& s : dropped) finish(std::move(s), FinishReason::kCancelled, stop ? "the scheduler shut down" : "");
     for (auto& s : admitted) {
-      s->state = model_.new_sequence(s->context);
-      if (prefix_cache_) {
-        const PrefixKey key = prefix_key(s->request, s->request.prompt.size());
-        const int64_t n = static_cast<int64_t>(s->request.prompt.size());
-        s->shared_point = std::min(prefix_cache_->shared_prefix(key), n - 1) / options_.prefill_chunk * options_.prefill_chunk;
-        s->cached = s->prefilled = prefix_cache_->restore(key, &s->state);
-        std::lock_guard<std::mutex> lock(mu_);
-        stats_.prefix_cache = prefix_cache_->stats();
+      // A sequence that cannot be set up (its state or a cached prefix does not fit in memory)
+      // fails alone; an exception leaving this thread would end the process.
+      try {
+        s->state = model_.new_sequence(s->context);
+        if (prefix_cache_) {
+          const PrefixKey key = prefix_key(s->request, s->request.prompt.size());
+          const int64_t n = static_cast<int64_t>(s->request.prompt.size());
+          s->shared_point = std::min(prefix_cache_->shared_prefix(key), n - 1) / options_.prefill_chunk * options_.prefill_chunk;
+          s->cached = s->prefilled = prefix_cache_->restore(key, &s->state);
+          std::lock_guard<std::mutex> lock(mu_);
+          stats_.prefix_cache = prefix_cache_->stats();
+        }
+      } catch (const std::exception& e) {
+        finish(std::move(s), FinishReason::kError, cat("cannot start the sequence: ", e.what()));
+        continue;
       }
+      if (s->request.on_admitted) s->request.on_admitted(s->cached);
       running_.push_back(std::move(s));
     }
     for (size_t i = 0; i < running_.size();) {
@@ -261,8 +271,22 @@ void Scheduler::loop() {
       }
     }
     if (stop) return;
-    if (!running_.empty()) step();
+    if (running_.empty()) continue;
+    try {
+      step();
+    } catch (const std::exception& e) {
+      // step() handles the forward pass's and the sampler's errors per request; anything else
+      // (memory running out between them) leaves the slots in an unknown state: fail them all
+      // and keep serving, rather than let the exception end the process.
+      fail_running(cat("internal error: ", e.what()));
+    }
   }
+}
+
+void Scheduler::fail_running(const std::string& message) {
+  std::vector<std::unique_ptr<Slot>> slots = std::move(running_);
+  running_.clear();
+  for (auto& s : slots) finish(std::move(s), FinishReason::kError, message);
 }
 
 PrefixKey Scheduler::prefix_key(const Request& r, size_t len) const {
@@ -332,7 +356,11 @@ void Scheduler::step() {
       prompt_done += entries[i].prompt_len;
       if (prefix_cache_ && entries[i].prompt_len > 0 && s.prefilled > s.cached &&
           (s.prefilled == cache_point(static_cast<int64_t>(s.request.prompt.size())) || s.prefilled == s.shared_point))
-        prefix_cache_->store(prefix_key(s.request, static_cast<size_t>(s.prefilled)), s.state);
+        try {  // the cache is an optimisation: a state it cannot copy is just not kept
+          prefix_cache_->store(prefix_key(s.request, static_cast<size_t>(s.prefilled)), s.state);
+        } catch (const std::exception& e) {
+          log_warn("prefix cache: not keeping a ", s.prefilled, "-token prefix: ", e.what());
+        }
       if (s.prefilled < static_cast<int64_t>(s.request.prompt.size())) continue;  // mid-prompt
       const float* row = logits.data() + i * static_cast<size_t>(vocab);
       int32_t tok = 0;
@@ -349,10 +377,16 @@ void Scheduler::step() {
         failed.emplace_back(&s, cat("constrained decoding failed: ", e.what()));
         continue;
       }
+      if (s.request.top_logprobs >= 0 && s.request.on_logprobs) {
+        try {
+          s.logprobs = token_logprobs(row, vocab, tok, s.request.top_logprobs);
+        } catch (const std::exception& e) {
+          failed.emplace_back(&s, cat("logprobs failed: ", e.what()));
+          continue;
+        }
+      }
       ++s.generated;
       emitted.emplace_back(&s, tok);
-      if (s.request.top_logprobs >= 0 && s.request.on_logprobs)
-        s.logprobs = token_logprobs(row, vocab, tok, s.request.top_logprobs);
     }
   }
   const uint64_t held = running_state_bytes();

@@ -94,6 +94,10 @@ struct Request {
   // Constrained decoding (e.g. ChatJsonConstraint): masks the logits before every sample and
   // follows the sampled tokens.  Logprobs stay those of the raw logits.  Optional.
   std::shared_ptr<TokenConstraint> constraint;
+  // Called once when the request gets a slot, with the prompt tokens restored from the prefix
+  // cache (RequestResult::cached_tokens, known before on_done: a consumer that stops on a string
+  // reports it without waiting for the end).  Optional.
+  std::function<void(int64_t cached_tokens)> on_admitted;
   // Called exactly once per accepted request, last.  Optional.
   std::function<void(const RequestResult&)> on_done;
 };
@@ -153,6 +157,8 @@ class Scheduler {
   bool take_work(std::vector<std::unique_ptr<Slot>>& admitted, std::vector<std::unique_ptr<Slot>>& dropped,
                  std::unordered_set<uint64_t>& cancels);
   void step();
+  // Finishes every running slot with kError and `message` (step() failed outside its own handling).
+  void fail_running(const std::string& message);
   void finish(std::unique_ptr<Slot> slot, FinishReason reason, std::string message);
   uint64_t running_state_bytes() const;
   PrefixKey prefix_key(const Request& r, size_t len) const;

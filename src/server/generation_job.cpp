@@ -36,6 +36,7 @@ struct GenerationJob::Channel {
   bool done = false;
   bool cancelled = false;  // the consumer gave up: the next token cancels the request
   RequestResult result;
+  int64_t cached_tokens = 0;  // from the prefix cache, known at admission
   Clock::time_point arrival, last;
   bool first = true;
   ServerMetrics* metrics = nullptr;
@@ -226,6 +227,10 @@ GenerationJob::GenerationJob(EngineHost& host, Endpoint endpoint, PreparedPrompt
     ch->cv.notify_all();
     return !ch->cancelled;
   };
+  r.on_admitted = [ch = channel_](int64_t cached) {
+    std::lock_guard<std::mutex> lock(ch->mu);
+    ch->cached_tokens = cached;
+  };
   r.on_done = [ch = channel_](const RequestResult& res) {
     std::lock_guard<std::mutex> lock(ch->mu);
     ch->result = res;
@@ -312,7 +317,12 @@ ojson GenerationJob::usage(const RequestResult& result) const {
   u["prompt_tokens"] = prompt_tokens_;
   u["completion_tokens"] = out_->completion_tokens;
   u["total_tokens"] = prompt_tokens_ + out_->completion_tokens;
-  u["prompt_tokens_details"] = {{"cached_tokens", result.cached_tokens}};
+  int64_t cached = result.cached_tokens;
+  {
+    std::lock_guard<std::mutex> lock(channel_->mu);
+    cached = std::max(cached, channel_->cached_tokens);  // a stop string can end before on_done
+  }
+  u["prompt_tokens_details"] = {{"cached_tokens", cached}};
   if (endpoint_ == Endpoint::kChat)
     u["completion_tokens_details"] = {{"reasoning_tokens", out_->reasoning_tokens(params_.stream)}};
   return u;

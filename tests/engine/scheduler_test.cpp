@@ -27,6 +27,8 @@ struct Stream {
   std::promise<RequestResult> done;
   std::future<RequestResult> result = done.get_future();
   std::function<bool(int32_t)> hook;  // extra per-token behaviour; false cancels
+  std::vector<int64_t> admitted;      // on_admitted's cached_tokens, each call
+  bool token_before_admission = false;
 };
 
 // Attaches callbacks that record into `run`.
@@ -35,7 +37,9 @@ Request make_request(std::vector<int32_t> prompt, int64_t max_tokens, Stream& ru
   r.prompt = std::move(prompt);
   r.max_tokens = max_tokens;
   r.sampling = sampling;
+  r.on_admitted = [&run](int64_t cached) { run.admitted.push_back(cached); };
   r.on_token = [&run](int32_t t) {
+    if (run.admitted.empty()) run.token_before_admission = true;
     run.tokens.push_back(t);
     return run.hook ? run.hook(t) : true;
   };
@@ -127,6 +131,9 @@ class SchedulerTest : public ::testing::Test {
     s.submit(r);
     const RequestResult res = run.result.get();
     EXPECT_EQ(run.tokens, lone(r, s.options().prefill_chunk)) << p.size() << " prompt tokens";
+    // on_admitted reported the cached tokens once, before the first token.
+    EXPECT_EQ(run.admitted, std::vector<int64_t>{res.cached_tokens});
+    EXPECT_FALSE(run.token_before_admission);
     EXPECT_EQ(res.prompt_tokens, static_cast<int64_t>(p.size()));
     return res;
   }

@@ -320,6 +320,41 @@ TEST(Server, PromptPrefixCacheAcrossTurns) {
                 again.body["usage"]["prompt_tokens_details"]["cached_tokens"].get<double>());
   EXPECT_GT(metric(metrics, "k3_prefix_cache_bytes"), 0.0);
   EXPECT_EQ(metric(b.Get("/metrics")->body, "k3_prefix_cache_entries"), 0.0);
+
+  // A request that a stop string ends (before the engine reports the request done) still
+  // reports its cached prompt tokens, whole and streamed.
+  const ojson seed = {{"prompt", "The tide tables for the harbour list high and low water for every day of the "
+                                 "year, with the heights in metres above chart datum."},
+                      {"max_tokens", 4},
+                      {"temperature", 0}};
+  const Reply plain_reply = post(a, "/v1/completions", seed);
+  ASSERT_EQ(plain_reply.status, 200) << plain_reply.raw;
+  const std::string text = plain_reply.body["choices"][0]["text"];
+  ASSERT_FALSE(text.empty()) << plain_reply.raw;
+  ojson stopped = seed;
+  stopped["max_tokens"] = 64;
+  size_t first_char = 1;  // one whole UTF-8 character
+  while (first_char < text.size() && (static_cast<unsigned char>(text[first_char]) & 0xC0) == 0x80) ++first_char;
+  stopped["stop"] = text.substr(0, first_char);
+  for (const bool stream : {false, true}) {
+    SCOPED_TRACE(stream ? "streamed" : "whole");
+    ojson body = stopped;
+    ojson u;
+    if (stream) {
+      body["stream"] = true;
+      body["stream_options"] = {{"include_usage", true}};
+      const Sse s = post_sse(a, "/v1/completions", body);
+      ASSERT_TRUE(s.done) << s.raw;
+      u = s.events.back()["usage"];
+    } else {
+      const Reply r = post(a, "/v1/completions", body);
+      ASSERT_EQ(r.status, 200) << r.raw;
+      EXPECT_EQ(r.body["choices"][0]["finish_reason"], "stop") << r.raw;
+      EXPECT_EQ(r.body["choices"][0]["text"], "") << r.raw;
+      u = r.body["usage"];
+    }
+    EXPECT_GE(u["prompt_tokens_details"]["cached_tokens"].get<int>(), 16) << u;
+  }
 }
 
 // logit_bias and the penalties reach the sampler: a +100 bias makes greedy decoding repeat one
