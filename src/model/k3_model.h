@@ -54,6 +54,8 @@ class Model {
   const TextConfig& text() const { return config_.text; }
   const ModelWeights& weights() const { return weights_; }
   ModelOptions& options() { return options_; }
+  // Where the checkpoint's bytes live (io/mapped_file.h): kMemory or kMapped, as resolved.
+  Residency weights_residency() const { return checkpoint_->residency(); }
 
   // A fresh sequence that may hold up to max_tokens (0 = max_position_embeddings; more is capped).
   SequenceState new_sequence(int64_t max_tokens = 0) const;

@@ -1,13 +1,16 @@
 #include "perf/model_bench.h"
 
-#include <algorithm>
 #include <sys/resource.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "base/log.h"
 #include "base/thread_pool.h"
 #include "engine/sampler.h"
+#include "io/huge_pages.h"
 #include "model/k3_model.h"
 #include "perf/stopwatch.h"
 
@@ -167,6 +170,13 @@ ModelBenchResult run_model_bench(const Model& model, const std::string& label, c
     if (rep % 2 == 0) weights_probe = std::max(weights_probe, measure_read_gbps_spans(pool, active.spans));
   }
   r.weights_read_gbps = weights_probe;
+  r.weights_residency = residency_name(model.weights_residency());
+  std::vector<std::pair<uintptr_t, uintptr_t>> ranges;
+  for (const ByteSpan& s : active.spans) {
+    const auto p = reinterpret_cast<uintptr_t>(s.data);
+    ranges.emplace_back(p, p + s.bytes);
+  }
+  r.weights_huge_page_fraction = huge_page_coverage(ranges).fraction();
   // As for the kernels: the fastest probe the machine showed, so a low probe cannot inflate the
   // ratio.
   r.read_gbps_during = std::max({limits.read_gbps, limits.read_gbps_max, bw_before, bw_probes, weights_probe});

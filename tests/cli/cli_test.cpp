@@ -352,6 +352,12 @@ TEST(Cli, BenchQuickWritesTheReportContract) {
     EXPECT_TRUE(std::isfinite(weights) && weights > 0) << weights;
     EXPECT_GE(j["model"]["read_gbps_during_decode"].get<double>(), weights);
     EXPECT_GE(best, weights);
+    // How those weights are held: the resolved --weights and their share in 2 MiB pages.
+    const std::string residency = j["model"]["weights_residency"];
+    EXPECT_TRUE(residency == "memory" || residency == "mmap") << residency;
+    const double huge = j["model"]["weights_huge_page_fraction"].get<double>();
+    EXPECT_TRUE(huge >= 0.0 && huge <= 1.0) << huge;
+    EXPECT_NE(r.out.find("weights: --weights " + residency + "; "), std::string::npos) << r.out;
     EXPECT_NE(testing::read_file(tmp.file("b.svg")).find("<svg"), std::string::npos);
   }
 }

@@ -1,0 +1,79 @@
+#include "io/huge_pages.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <sstream>
+
+#include "io/checkpoint.h"
+
+namespace k3 {
+namespace {
+
+struct Vma {
+  uintptr_t start = 0, end = 0;
+  uint64_t huge = 0;  // bytes
+};
+
+// "7f12a4000000-7f12a4200000 r--p ..." -> the range; false for a field line ("Rss:   4 kB").
+bool parse_header(const std::string& line, uintptr_t* start, uintptr_t* end) {
+  const size_t dash = line.find('-');
+  const size_t space = line.find(' ');
+  if (dash == std::string::npos || space == std::string::npos || dash > space || dash == 0) return false;
+  for (size_t i = 0; i < space; ++i)
+    if (i != dash && !std::isxdigit(static_cast<unsigned char>(line[i]))) return false;
+  *start = std::strtoull(line.substr(0, dash).c_str(), nullptr, 16);
+  *end = std::strtoull(line.substr(dash + 1, space - dash - 1).c_str(), nullptr, 16);
+  return *end > *start;
+}
+
+// "AnonHugePages:   2048 kB" -> bytes, for the two fields that count PMD-mapped memory.
+uint64_t huge_field_bytes(const std::string& line) {
+  for (const char* field : {"AnonHugePages:", "FilePmdMapped:", "ShmemPmdMapped:"}) {
+    const std::string f = field;
+    if (line.compare(0, f.size(), f) == 0) return std::strtoull(line.c_str() + f.size(), nullptr, 10) * 1024;
+  }
+  return 0;
+}
+
+}  // namespace
+
+HugePageCoverage huge_page_coverage(const std::string& smaps_text,
+                                    const std::vector<std::pair<uintptr_t, uintptr_t>>& ranges) {
+  std::vector<Vma> vmas;
+  std::istringstream in(smaps_text);
+  std::string line;
+  while (std::getline(in, line)) {
+    uintptr_t s = 0, e = 0;
+    if (parse_header(line, &s, &e))
+      vmas.push_back({s, e, 0});
+    else if (!vmas.empty())
+      vmas.back().huge += huge_field_bytes(line);
+  }
+  HugePageCoverage c;
+  for (const auto& [lo, hi] : ranges) {
+    if (hi <= lo) continue;
+    c.bytes += hi - lo;
+    for (const Vma& v : vmas) {
+      const uintptr_t a = std::max(lo, v.start), b = std::min(hi, v.end);
+      if (a >= b || v.huge == 0) continue;
+      const double share = static_cast<double>(b - a) / static_cast<double>(v.end - v.start);
+      c.huge += std::min<uint64_t>(b - a, static_cast<uint64_t>(share * static_cast<double>(v.huge) + 0.5));
+    }
+  }
+  return c;
+}
+
+HugePageCoverage huge_page_coverage(const std::vector<std::pair<uintptr_t, uintptr_t>>& ranges) {
+  std::string text;
+  try {
+    text = read_text_file("/proc/self/smaps");
+  } catch (const std::exception&) {
+    HugePageCoverage c;
+    for (const auto& [lo, hi] : ranges) c.bytes += hi > lo ? hi - lo : 0;
+    return c;
+  }
+  return huge_page_coverage(text, ranges);
+}
+
+}  // namespace k3
