@@ -21,6 +21,7 @@
 #include "server/api_error.h"
 #include "server/generation_job.h"
 #include "server/generation_params.h"
+#include "server/http_workers.h"
 #include "server/peer_connection.h"
 #include "server/server.h"
 #include "server/web_assets.h"
@@ -351,10 +352,15 @@ bool HttpServer::stream_choices(const std::vector<std::shared_ptr<GenerationJob>
       });
   } catch (const std::exception& e) {
     // A thread that cannot start (a thread limit): destroying the started ones while they run
-    // would call std::terminate, so their next write fails, they end, and so does the stream.
+    // would call std::terminate, so their next write fails and they end; the client then reads
+    // an error event, as for a failed generation.
     log_warn("cannot stream ", jobs.size(), " choices: ", e.what());
     abandoned = true;
     for (std::thread& t : others) t.join();
+    const std::string event =
+        cat("data: ", dump_json(error_envelope(500, cat("cannot stream ", jobs.size(), " choices: ", e.what()))),
+            "\n\ndata: [DONE]\n\n");
+    if (sink.write(event.data(), event.size())) sink.done();
     return false;
   }
   try {
@@ -575,7 +581,7 @@ int HttpServer::run(const std::function<void(int)>& on_listening) {
   const SchedulerOptions& so = opt_.engine.scheduler;
   const size_t threads = opt_.http_threads > 0 ? static_cast<size_t>(opt_.http_threads)
                                                : static_cast<size_t>(so.max_batch) + so.max_queue + 16;
-  svr_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  svr_.new_task_queue = [threads] { return new HttpWorkers(threads); };
   svr_.set_payload_max_length(opt_.max_body_bytes);
   // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, which would let a second server
   // silently share a port that is already in use.
@@ -626,13 +632,16 @@ int HttpServer::run(const std::function<void(int)>& on_listening) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   });
-  // listen throws when httplib cannot start its worker threads: the loader and the watcher must
-  // still be joined (a joinable std::thread destroyed by the unwinding would call std::terminate).
+  // listen throws when not one HTTP worker thread starts (HttpWorkers): the loader and the
+  // watcher must still be joined (a joinable std::thread destroyed by the unwinding would call
+  // std::terminate).  The error is said at once, and the engine stops, before waiting on a load.
   std::string listen_error;
   try {
     svr_.listen_after_bind();
   } catch (const std::exception& e) {
     listen_error = e.what();
+    log_warn("cannot serve on ", opt_.host, ":", port, ": ", listen_error, "; stopping");
+    host_.shutdown();
   }
   listening_done = true;
   watcher.join();
