@@ -83,17 +83,20 @@ void PrefixCache::store(const PrefixKey& prefix, const SequenceState& state) {
   e.bytes = e.state.bytes() + static_cast<uint64_t>(len) * sizeof(int32_t) + n * sizeof(int64_t) +
             n * prefix.hidden * sizeof(float);
   if (e.bytes > budget_) return;
+  // Every copy before the first eviction: an allocation that fails leaves the cache as it was.
+  e.hidden = prefix.hidden;
+  e.tokens.assign(prefix.tokens.begin(), prefix.tokens.end());
+  e.media_positions.assign(prefix.media_positions.begin(), prefix.media_positions.begin() + static_cast<std::ptrdiff_t>(n));
+  e.media_rows.assign(prefix.media_rows.begin(), prefix.media_rows.begin() + static_cast<std::ptrdiff_t>(n * prefix.hidden));
   while (!entries_.empty() && stats_.bytes + e.bytes > budget_) {
     stats_.bytes -= entries_.back().bytes;
     entries_.pop_back();
     ++stats_.evictions;
   }
-  e.hidden = prefix.hidden;
-  e.tokens.assign(prefix.tokens.begin(), prefix.tokens.end());
-  e.media_positions.assign(prefix.media_positions.begin(), prefix.media_positions.begin() + static_cast<std::ptrdiff_t>(n));
-  e.media_rows.assign(prefix.media_rows.begin(), prefix.media_rows.begin() + static_cast<std::ptrdiff_t>(n * prefix.hidden));
-  stats_.bytes += e.bytes;
+  stats_.entries = static_cast<int64_t>(entries_.size());
+  const uint64_t bytes = e.bytes;
   entries_.push_front(std::move(e));
+  stats_.bytes += bytes;
   stats_.entries = static_cast<int64_t>(entries_.size());
 }
 

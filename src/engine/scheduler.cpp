@@ -258,7 +258,14 @@ void Scheduler::loop() {
         finish(std::move(s), FinishReason::kError, cat("cannot start the sequence: ", e.what()));
         continue;
       }
-      if (s->request.on_admitted) s->request.on_admitted(s->cached);
+      if (s->request.on_admitted) {
+        try {
+          s->request.on_admitted(s->cached);
+        } catch (const std::exception& e) {
+          finish(std::move(s), FinishReason::kError, cat("on_admitted failed: ", e.what()));
+          continue;
+        }
+      }
       running_.push_back(std::move(s));
     }
     for (size_t i = 0; i < running_.size();) {
@@ -355,12 +362,13 @@ void Scheduler::step() {
       s.prefilled += entries[i].prompt_len;
       prompt_done += entries[i].prompt_len;
       if (prefix_cache_ && entries[i].prompt_len > 0 && s.prefilled > s.cached &&
-          (s.prefilled == cache_point(static_cast<int64_t>(s.request.prompt.size())) || s.prefilled == s.shared_point))
+          (s.prefilled == cache_point(static_cast<int64_t>(s.request.prompt.size())) || s.prefilled == s.shared_point)) {
         try {  // the cache is an optimisation: a state it cannot copy is just not kept
           prefix_cache_->store(prefix_key(s.request, static_cast<size_t>(s.prefilled)), s.state);
         } catch (const std::exception& e) {
           log_warn("prefix cache: not keeping a ", s.prefilled, "-token prefix: ", e.what());
         }
+      }
       if (s.prefilled < static_cast<int64_t>(s.request.prompt.size())) continue;  // mid-prompt
       const float* row = logits.data() + i * static_cast<size_t>(vocab);
       int32_t tok = 0;

@@ -94,9 +94,10 @@ struct Request {
   // Constrained decoding (e.g. ChatJsonConstraint): masks the logits before every sample and
   // follows the sampled tokens.  Logprobs stay those of the raw logits.  Optional.
   std::shared_ptr<TokenConstraint> constraint;
-  // Called once when the request gets a slot, with the prompt tokens restored from the prefix
-  // cache (RequestResult::cached_tokens, known before on_done: a consumer that stops on a string
-  // reports it without waiting for the end).  Optional.
+  // Called once when the request's sequence is set up in a slot, before any token, with the
+  // prompt tokens restored from the prefix cache (RequestResult::cached_tokens, known before
+  // on_done: a consumer that stops on a string reports it without waiting for the end); not
+  // called when the setup fails (on_done then reports the error).  Optional.
   std::function<void(int64_t cached_tokens)> on_admitted;
   // Called exactly once per accepted request, last.  Optional.
   std::function<void(const RequestResult&)> on_done;

@@ -15,6 +15,13 @@ struct Vma {
   uint64_t huge = 0;  // bytes
 };
 
+// A line that starts a mapping's entry: its first word has a '-' and no ':' (field lines are
+// "Name:   value").
+bool looks_like_header(const std::string& line) {
+  const std::string word = line.substr(0, line.find(' '));
+  return word.find('-') != std::string::npos && word.find(':') == std::string::npos;
+}
+
 // "7f12a4000000-7f12a4200000 r--p ..." -> the range; false for a field line ("Rss:   4 kB").
 bool parse_header(const std::string& line, uintptr_t* start, uintptr_t* end) {
   const size_t dash = line.find('-');
@@ -27,7 +34,7 @@ bool parse_header(const std::string& line, uintptr_t* start, uintptr_t* end) {
   return *end > *start;
 }
 
-// "AnonHugePages:   2048 kB" -> bytes, for the two fields that count PMD-mapped memory.
+// "AnonHugePages:   2048 kB" -> bytes, for the three (disjoint) fields that count PMD-mapped memory.
 uint64_t huge_field_bytes(const std::string& line) {
   for (const char* field : {"AnonHugePages:", "FilePmdMapped:", "ShmemPmdMapped:"}) {
     const std::string f = field;
@@ -43,12 +50,17 @@ HugePageCoverage huge_page_coverage(const std::string& smaps_text,
   std::vector<Vma> vmas;
   std::istringstream in(smaps_text);
   std::string line;
+  bool in_vma = false;  // the fields below belong to the last parsed mapping
   while (std::getline(in, line)) {
     uintptr_t s = 0, e = 0;
-    if (parse_header(line, &s, &e))
+    if (parse_header(line, &s, &e)) {
       vmas.push_back({s, e, 0});
-    else if (!vmas.empty())
+      in_vma = true;
+    } else if (looks_like_header(line)) {
+      in_vma = false;  // an entry that cannot be read: its fields count for nothing
+    } else if (in_vma) {
       vmas.back().huge += huge_field_bytes(line);
+    }
   }
   HugePageCoverage c;
   for (const auto& [lo, hi] : ranges) {
@@ -56,7 +68,9 @@ HugePageCoverage huge_page_coverage(const std::string& smaps_text,
     c.bytes += hi - lo;
     for (const Vma& v : vmas) {
       const uintptr_t a = std::max(lo, v.start), b = std::min(hi, v.end);
-      if (a >= b || v.huge == 0) continue;
+      if (a >= b) continue;
+      c.mapped += b - a;
+      if (v.huge == 0) continue;
       const double share = static_cast<double>(b - a) / static_cast<double>(v.end - v.start);
       c.huge += std::min<uint64_t>(b - a, static_cast<uint64_t>(share * static_cast<double>(v.huge) + 0.5));
     }

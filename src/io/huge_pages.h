@@ -12,8 +12,10 @@
 namespace k3 {
 
 struct HugePageCoverage {
-  uint64_t bytes = 0;  // the ranges' size
-  uint64_t huge = 0;   // of which in huge pages (AnonHugePages + FilePmdMapped), apportioned
+  uint64_t bytes = 0;   // the ranges' size
+  uint64_t mapped = 0;  // of which inside a mapping smaps lists (0: smaps unreadable, or no match)
+  uint64_t huge = 0;    // of which in huge pages (AnonHugePages + FilePmdMapped + ShmemPmdMapped), apportioned
+  bool known() const { return mapped > 0; }
   double fraction() const { return bytes > 0 ? static_cast<double>(huge) / static_cast<double>(bytes) : 0.0; }
 };
 
@@ -23,7 +25,8 @@ struct HugePageCoverage {
 HugePageCoverage huge_page_coverage(const std::string& smaps_text,
                                     const std::vector<std::pair<uintptr_t, uintptr_t>>& ranges);
 
-// The same for this process, from /proc/self/smaps; all zero where it cannot be read.
+// The same for this process, from /proc/self/smaps; where it cannot be read, only `bytes` is set
+// (known() is false).
 HugePageCoverage huge_page_coverage(const std::vector<std::pair<uintptr_t, uintptr_t>>& ranges);
 
 }  // namespace k3

@@ -176,7 +176,8 @@ ModelBenchResult run_model_bench(const Model& model, const std::string& label, c
     const auto p = reinterpret_cast<uintptr_t>(s.data);
     ranges.emplace_back(p, p + s.bytes);
   }
-  r.weights_huge_page_fraction = huge_page_coverage(ranges).fraction();
+  const HugePageCoverage coverage = huge_page_coverage(ranges);
+  r.weights_huge_page_fraction = coverage.known() ? coverage.fraction() : -1.0;
   // As for the kernels: the fastest probe the machine showed, so a low probe cannot inflate the
   // ratio.
   r.read_gbps_during = std::max({limits.read_gbps, limits.read_gbps_max, bw_before, bw_probes, weights_probe});

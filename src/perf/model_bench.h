@@ -41,7 +41,8 @@ struct ModelBenchResult {
   double weights_read_gbps = 0;  // fastest streaming read of the bytes one decoded token reads
   std::string weights_residency;  // "memory" or "mmap" (--weights, as resolved)
   // Of the bytes one decoded token reads, the share the kernel backs with 2 MiB pages (after
-  // the runs; io/huge_pages.h): on 4 KiB pages the same stream reads much slower.
+  // the runs; io/huge_pages.h): on 4 KiB pages the same stream reads much slower.  -1 when
+  // /proc/self/smaps cannot be read.
   double weights_huge_page_fraction = 0;
   PhaseTimes decode_profile, prefill_profile;
   uint64_t peak_rss_bytes = 0;

@@ -64,17 +64,19 @@ std::string format_table(const BenchReport& r) {
     // The reference path (K3_ISA=ref) has no fp32 peak probe, so no compute roofline.
     const std::string prefill_ratio =
         b.prefill_peak_gflops > 0 ? fmt("%.1f%%", 100.0 * b.prefill_roofline_ratio) : std::string("n/a (no fp32 peak probe on this path)");
+    const std::string huge_share =
+        b.weights_huge_page_fraction >= 0 ? fmt("%.0f%%", 100.0 * b.weights_huge_page_fraction) : std::string("unknown");
     std::snprintf(line, sizeof line,
                   "\nmodel: %s (%d threads)\n"
                   "  decode   %.2f tokens/s (min %.2f, max %.2f); roofline %.2f tokens/s at %.1f GB/s for %.2f GB/token -> %.1f%%\n"
                   "  prefill  %.2f tokens/s (min %.2f, max %.2f) for %d-token prompts; roofline %.2f tokens/s (2 x %.2fB active params at %.0f GFLOP/s fp32 peak) -> %s\n"
                   "  peak RSS %.2f GiB; streaming read of one decoded token's weights %.1f GB/s (fastest of its probes)\n"
-                  "  weights: --weights %s; %.0f%% of a decoded token's weight bytes in 2 MiB pages\n",
+                  "  weights: --weights %s; %s of a decoded token's weight bytes in 2 MiB pages\n",
                   b.model.c_str(), b.threads, b.decode_tokens_per_s, b.decode_min, b.decode_max, b.decode_roofline_tokens_per_s,
                   b.read_gbps_during, b.decode_bytes_per_token / 1e9, 100.0 * b.decode_roofline_ratio, b.prefill_tokens_per_s,
                   b.prefill_min, b.prefill_max, b.prompt_tokens, b.prefill_roofline_tokens_per_s, b.active_params_per_token / 1e9, b.prefill_peak_gflops,
                   prefill_ratio.c_str(), static_cast<double>(b.peak_rss_bytes) / (1u << 30), b.weights_read_gbps,
-                  b.weights_residency.c_str(), 100.0 * b.weights_huge_page_fraction);
+                  b.weights_residency.c_str(), huge_share.c_str());
     out += line;
     if (b.batch > 1) {
       std::snprintf(line, sizeof line,
@@ -164,7 +166,8 @@ nlohmann::json to_json(const BenchReport& r) {
                   {"read_gbps_during_decode", b.read_gbps_during},
                   {"weights_read_gbps", b.weights_read_gbps},
                   {"weights_residency", b.weights_residency},
-                  {"weights_huge_page_fraction", b.weights_huge_page_fraction},
+                  {"weights_huge_page_fraction",
+                   b.weights_huge_page_fraction >= 0 ? nlohmann::json(b.weights_huge_page_fraction) : nlohmann::json(nullptr)},
                   {"prefill_tokens_per_s", b.prefill_tokens_per_s},
                   {"prefill_tokens_per_s_min", b.prefill_min},
                   {"prefill_tokens_per_s_max", b.prefill_max},

@@ -31,6 +31,8 @@ TEST(HugePages, CountsWholeAndPartialMappings) {
   constexpr uintptr_t a = 0x7f0000000000, b = 0x7f0000800000, c = 0x7f0000c00000;
   HugePageCoverage whole = huge_page_coverage(kSmaps, {{a, b}, {b, c}});
   EXPECT_EQ(whole.bytes, 12u << 20);
+  EXPECT_EQ(whole.mapped, 12u << 20);
+  EXPECT_TRUE(whole.known());
   EXPECT_EQ(whole.huge, 6u << 20);
   EXPECT_DOUBLE_EQ(whole.fraction(), 0.5);
   // A quarter of the first mapping gets a quarter of its huge bytes; a range across the
@@ -43,6 +45,8 @@ TEST(HugePages, CountsWholeAndPartialMappings) {
   // Outside every mapping, and empty ranges.
   HugePageCoverage none = huge_page_coverage(kSmaps, {{0x1000, 0x2000}, {a, a}});
   EXPECT_EQ(none.bytes, 0x1000u);
+  EXPECT_EQ(none.mapped, 0u);
+  EXPECT_FALSE(none.known());
   EXPECT_EQ(none.huge, 0u);
   EXPECT_EQ(HugePageCoverage{}.fraction(), 0.0);
 }
@@ -52,8 +56,15 @@ TEST(HugePages, TextThatIsNotSmapsCountsNothing) {
                            "zz00-0100 r--p\nAnonHugePages: 4 kB\n", "0100-0010 r--p\nAnonHugePages: 4 kB\n"}) {
     const HugePageCoverage c = huge_page_coverage(text, {{0, 0x10000}});
     EXPECT_EQ(c.bytes, 0x10000u) << text;
+    EXPECT_EQ(c.mapped, 0u) << text;
     EXPECT_EQ(c.huge, 0u) << text;
   }
+  // An unreadable entry after a good one: its fields are not added to the good mapping.
+  const HugePageCoverage c =
+      huge_page_coverage("0000-10000 r--p 0 0 0\nAnonHugePages: 4 kB\nzz-10 r--p\nAnonHugePages: 32 kB\n",
+                         {{0, 0x10000}});
+  EXPECT_EQ(c.mapped, 0x10000u);
+  EXPECT_EQ(c.huge, 4096u);
 }
 
 // This process: a 4 MiB anonymous mapping, touched; THP may or may not back it, but the
@@ -67,6 +78,7 @@ TEST(HugePages, ThisProcess) {
   const auto lo = reinterpret_cast<uintptr_t>(p);
   const HugePageCoverage c = huge_page_coverage({{lo, lo + n}});
   EXPECT_EQ(c.bytes, n);
+  EXPECT_EQ(c.mapped, n);  // smaps was read and lists the mapping
   EXPECT_LE(c.huge, n);
   ::munmap(p, n);
 }
