@@ -93,11 +93,9 @@ void PrefixCache::store(const PrefixKey& prefix, const SequenceState& state) {
     entries_.pop_back();
     ++stats_.evictions;
   }
-  stats_.entries = static_cast<int64_t>(entries_.size());
   const uint64_t bytes = e.bytes;
   entries_.push_front(std::move(e));
   stats_.bytes += bytes;
-  stats_.entries = static_cast<int64_t>(entries_.size());
 }
 
 }  // namespace k3

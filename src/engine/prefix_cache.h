@@ -64,7 +64,11 @@ class PrefixCache {
   void store(const PrefixKey& prefix, const SequenceState& state);
 
   uint64_t budget() const { return budget_; }
-  const PrefixCacheStats& stats() const { return stats_; }
+  PrefixCacheStats stats() const {
+    PrefixCacheStats s = stats_;
+    s.entries = static_cast<int64_t>(entries_.size());
+    return s;
+  }
 
  private:
   struct Entry {

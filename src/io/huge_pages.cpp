@@ -22,11 +22,12 @@ bool looks_like_header(const std::string& line) {
   return word.find('-') != std::string::npos && word.find(':') == std::string::npos;
 }
 
-// "7f12a4000000-7f12a4200000 r--p ..." -> the range; false for a field line ("Rss:   4 kB").
+// A header line "7f12a4000000-7f12a4200000 r--p ..." -> the range; false when it is not two hex
+// addresses, the second above the first.
 bool parse_header(const std::string& line, uintptr_t* start, uintptr_t* end) {
   const size_t dash = line.find('-');
   const size_t space = line.find(' ');
-  if (dash == std::string::npos || space == std::string::npos || dash > space || dash == 0) return false;
+  if (space == std::string::npos || dash == 0) return false;
   for (size_t i = 0; i < space; ++i)
     if (i != dash && !std::isxdigit(static_cast<unsigned char>(line[i]))) return false;
   *start = std::strtoull(line.substr(0, dash).c_str(), nullptr, 16);
@@ -53,11 +54,9 @@ HugePageCoverage huge_page_coverage(const std::string& smaps_text,
   bool in_vma = false;  // the fields below belong to the last parsed mapping
   while (std::getline(in, line)) {
     uintptr_t s = 0, e = 0;
-    if (parse_header(line, &s, &e)) {
-      vmas.push_back({s, e, 0});
-      in_vma = true;
-    } else if (looks_like_header(line)) {
-      in_vma = false;  // an entry that cannot be read: its fields count for nothing
+    if (looks_like_header(line)) {
+      in_vma = parse_header(line, &s, &e);  // an entry that cannot be read: its fields count for nothing
+      if (in_vma) vmas.push_back({s, e, 0});
     } else if (in_vma) {
       vmas.back().huge += huge_field_bytes(line);
     }
@@ -83,9 +82,7 @@ HugePageCoverage huge_page_coverage(const std::vector<std::pair<uintptr_t, uintp
   try {
     text = read_text_file("/proc/self/smaps");
   } catch (const std::exception&) {
-    HugePageCoverage c;
-    for (const auto& [lo, hi] : ranges) c.bytes += hi > lo ? hi - lo : 0;
-    return c;
+    // No mappings: only `bytes` is counted, and known() says so.
   }
   return huge_page_coverage(text, ranges);
 }

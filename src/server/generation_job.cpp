@@ -35,8 +35,7 @@ struct GenerationJob::Channel {
   std::vector<TokenLogprobs> logprobs;  // one per token, when the request asks for them
   bool done = false;
   bool cancelled = false;  // the consumer gave up: the next token cancels the request
-  RequestResult result;
-  int64_t cached_tokens = 0;  // from the prefix cache, known at admission
+  RequestResult result;  // cached_tokens set at admission, the rest by on_done
   Clock::time_point arrival, last;
   bool first = true;
   ServerMetrics* metrics = nullptr;
@@ -229,7 +228,7 @@ GenerationJob::GenerationJob(EngineHost& host, Endpoint endpoint, PreparedPrompt
   };
   r.on_admitted = [ch = channel_](int64_t cached) {
     std::lock_guard<std::mutex> lock(ch->mu);
-    ch->cached_tokens = cached;
+    ch->result.cached_tokens = cached;  // a stop string can end the reply before on_done
   };
   r.on_done = [ch = channel_](const RequestResult& res) {
     std::lock_guard<std::mutex> lock(ch->mu);
@@ -317,12 +316,7 @@ ojson GenerationJob::usage(const RequestResult& result) const {
   u["prompt_tokens"] = prompt_tokens_;
   u["completion_tokens"] = out_->completion_tokens;
   u["total_tokens"] = prompt_tokens_ + out_->completion_tokens;
-  int64_t cached = result.cached_tokens;
-  {
-    std::lock_guard<std::mutex> lock(channel_->mu);
-    cached = std::max(cached, channel_->cached_tokens);  // a stop string can end before on_done
-  }
-  u["prompt_tokens_details"] = {{"cached_tokens", cached}};
+  u["prompt_tokens_details"] = {{"cached_tokens", result.cached_tokens}};
   if (endpoint_ == Endpoint::kChat)
     u["completion_tokens_details"] = {{"reasoning_tokens", out_->reasoning_tokens(params_.stream)}};
   return u;
