@@ -61,7 +61,7 @@ struct RequestResult {
   FinishReason reason = FinishReason::kStop;
   std::string error;              // the message when reason == kError (or why it was cancelled)
   int64_t prompt_tokens = 0;
-  int64_t completion_tokens = 0;  // tokens passed to on_token
+  int64_t completion_tokens = 0;  // tokens sampled and handed to the callbacks (the last may be one whose callback threw)
   int64_t cached_tokens = 0;      // prompt tokens taken from the prefix cache, not prefilled
 };
 

@@ -823,5 +823,81 @@ TEST_F(SchedulerTest, ExplicitShutdownRefusesLaterRequests) {
   EXPECT_THROW(sched.submit(make_request(prompt(4, 70), 2, late)), SchedulerBusy);
 }
 
+
+// A constraint that throws on its n-th mask call (a bug in a grammar, or memory running out).
+class ThrowingConstraint : public TokenConstraint {
+ public:
+  explicit ThrowingConstraint(int fail_at) : fail_at_(fail_at) {}
+  void mask(float*, int64_t) override {
+    if (++calls_ == fail_at_) throw Error("grammar broke");
+  }
+  void accept(int32_t) override {}
+
+ private:
+  int fail_at_, calls_ = 0;
+};
+
+// Every callback a request brings may throw; each failure ends that request alone with an error
+// that says where it came from, the requests batched beside it still give their lone results,
+// and the engine keeps serving.
+TEST_F(SchedulerTest, FailingCallbacksEndOnlyTheirRequest) {
+  SchedulerOptions o;
+  o.max_batch = 6;
+  o.prefill_chunk = 8;
+  Scheduler sched(*model_, o);
+  Batch batch;
+  Stream& healthy = batch.add(prompt(11, 80), 6);
+  Stream& bad_admit = batch.add(prompt(5, 81), 6);
+  batch.reqs.back().on_admitted = [](int64_t) { throw Error("admission hook broke"); };
+  Stream& bad_token = batch.add(prompt(9, 82), 6);
+  bad_token.hook = [&bad_token](int32_t) {
+    if (bad_token.tokens.size() == 2) throw Error("client write broke");
+    return true;
+  };
+  Stream& bad_logprobs = batch.add(prompt(7, 83), 6);
+  batch.reqs.back().top_logprobs = 2;
+  batch.reqs.back().on_logprobs = [n = 0](int32_t, const TokenLogprobs&) mutable {
+    if (++n == 3) throw Error("logprobs sink broke");
+  };
+  Stream& bad_constraint = batch.add(prompt(6, 84), 6);
+  batch.reqs.back().constraint = std::make_shared<ThrowingConstraint>(4);
+  // on_done throwing has nobody left to tell: the engine swallows it and goes on.
+  Stream& bad_done = batch.add(prompt(4, 85), 3);
+  batch.reqs.back().on_done = [&bad_done](const RequestResult& r) {
+    bad_done.done.set_value(r);
+    throw Error("done hook broke");
+  };
+  batch.submit_all(sched);
+
+  const RequestResult ok = healthy.result.get();
+  EXPECT_STREQ(to_string(ok.reason), "length");
+  EXPECT_EQ(healthy.tokens, lone(batch.reqs[0], o.prefill_chunk));
+
+  auto expect_error = [](Stream& s, const char* says, int64_t tokens) {
+    const RequestResult r = s.result.get();
+    EXPECT_STREQ(to_string(r.reason), "error") << says;
+    EXPECT_NE(r.error.find(says), std::string::npos) << r.error;
+    EXPECT_EQ(r.completion_tokens, tokens) << says;
+  };
+  expect_error(bad_admit, "on_admitted failed: admission hook broke", 0);
+  EXPECT_TRUE(bad_admit.tokens.empty());
+  // A token counts once it reached a callback, even the one that threw.
+  expect_error(bad_token, "on_token failed: client write broke", 2);
+  expect_error(bad_logprobs, "on_token failed: logprobs sink broke", 3);
+  EXPECT_EQ(bad_logprobs.tokens.size(), 2u);
+  expect_error(bad_constraint, "constrained decoding failed: grammar broke", 3);
+  EXPECT_EQ(bad_constraint.tokens.size(), 3u);
+  const RequestResult done = bad_done.result.get();
+  EXPECT_STREQ(to_string(done.reason), "length");
+
+  // The engine still serves, with lone results, and the counters add up.
+  EXPECT_STREQ(to_string(run_checked(sched, prompt(10, 86), 4).reason), "length");
+  const SchedulerStats st = sched.stats();
+  EXPECT_EQ(st.failed, 4);
+  EXPECT_EQ(st.completed, 3);
+  EXPECT_EQ(st.running + st.waiting, 0);
+  EXPECT_EQ(st.reserved_bytes, 0u);
+}
+
 }  // namespace
 }  // namespace k3
