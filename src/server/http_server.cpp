@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <ctime>
 #include <functional>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -96,6 +97,15 @@ std::string too_large_message(size_t limit) {
   return cat("the request body is larger than the limit of ", limit, " bytes");
 }
 
+// The declared Content-Length: -1 when there is none, -2 when it is not a decimal byte count
+// (httplib reads "-5" as 2^64 - 5 and waits for that many bytes, then answers 413).
+int64_t declared_length(const httplib::Request& q) {
+  if (!q.has_header("Content-Length")) return -1;
+  const std::string v = q.get_header_value("Content-Length");
+  if (v.empty() || !std::all_of(v.begin(), v.end(), [](unsigned char c) { return std::isdigit(c); })) return -2;
+  return v.size() > 18 ? std::numeric_limits<int64_t>::max() : std::stoll(v);
+}
+
 // Whether the request says where its body ends (Content-Length, or Transfer-Encoding: chunked).
 // Without either, httplib's reader waits for the client to close the connection (or for the 30 s
 // read timeout), which a client waiting for its answer never does.
@@ -117,6 +127,20 @@ std::string read_body(const httplib::Request& q, httplib::Response& r, const htt
   if (!declares_body(q))
     throw ApiError(411, "a request body is required (send it with Content-Length or chunked Transfer-Encoding)", "",
                    "length_required");
+  // Answered before any byte of the body is read, closing the connection (what follows the
+  // headers cannot be told apart from a next request): a Content-Length that is not a byte count,
+  // and one past what the reading below would drain -- the client would otherwise hold a worker
+  // until the read timeout, sending or not.
+  const int64_t declared = declared_length(q);
+  if (declared == -2) {
+    r.set_header("Connection", "close");
+    throw ApiError(400, cat("Content-Length '", q.get_header_value("Content-Length"), "' is not a byte count"), "",
+                   "invalid_body");
+  }
+  if (declared > 0 && static_cast<uint64_t>(declared) > 2 * static_cast<uint64_t>(limit)) {
+    r.set_header("Connection", "close");
+    throw ApiError(413, too_large_message(limit), "", "request_too_large");
+  }
   // httplib's reader parses multipart bodies itself (and needs its multipart form for them): the
   // raw bytes, and so JSON, are out of reach.
   const bool multipart = q.is_multipart_form_data();
@@ -588,6 +612,21 @@ int HttpServer::run(const std::function<void(int)>& on_listening) {
   svr_.set_socket_options([](socket_t sock) {
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const void*>(&yes), sizeof yes);
+  });
+  // A client that asks before sending (Expect: 100-continue; curl does for bodies over 1 MiB)
+  // hears at once that a declared body is too large or not a byte count, and sends nothing.
+  svr_.set_expect_100_continue_handler([this](const httplib::Request& q, httplib::Response& r) {
+    const int64_t declared = declared_length(q);
+    if (declared == -2) {
+      send_error(r, 400, cat("Content-Length '", q.get_header_value("Content-Length"), "' is not a byte count"), "",
+                 "invalid_body");
+      return 400;
+    }
+    if (declared > 0 && static_cast<uint64_t>(declared) > opt_.max_body_bytes) {
+      send_error(r, 413, too_large_message(opt_.max_body_bytes), "", "request_too_large");
+      return 413;
+    }
+    return 100;
   });
   svr_.set_keep_alive_timeout(5);
   svr_.set_read_timeout(30);

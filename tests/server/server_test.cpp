@@ -955,12 +955,14 @@ Reply post_chunked(httplib::Client& cli, const std::string& path, const std::str
 
 // One request over a plain socket, for what httplib's client never sends (a POST that declares no
 // body at all).  Connection: close, so the reply ends with the connection.
-Reply raw_request(int port, const std::string& request) {
+// wait_s: how long a server that does not answer (or close) may take before the test fails
+// instead of hanging.
+Reply raw_request(int port, const std::string& request, int wait_s = 120) {
   Reply out;
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return out;
   timeval tv{};
-  tv.tv_sec = 120;  // a server that never answers fails the test instead of hanging it
+  tv.tv_sec = wait_s;
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -1038,6 +1040,38 @@ TEST(Server, MissingBodies) {
   expect_envelope(post_raw(cli, "/v1/completions", "", "application/json"), 400, "body is empty");
   expect_envelope(post_raw(cli, "/health", "", "application/json"), 405, "not allowed");
   EXPECT_EQ(post(cli, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 2}}).status, 200);
+}
+
+// Content-Length values httplib would wait on are answered before any body byte: one that is not
+// a byte count ("-5" read as 2^64 - 5, a 413 after the 30 s read timeout) is a 400, one far over
+// the limit a 413, and a client that asks first (Expect: 100-continue) hears the 413 instead of
+// "100 Continue".  The replies come well within the server's 30 s read timeout (else the 20 s
+// wait here fails the test).
+TEST(Server, DeclaredLengthsAreCheckedBeforeTheBody) {
+  const int port = main_server().port();  // --max-body-mb 1
+  const auto declared = [&](const std::string& length, const std::string& extra = "") {
+    return raw_request(port,
+                       "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+                       "Content-Type: application/json\r\n"
+                       "Content-Length: " + length + "\r\n" + extra + "\r\n",
+                       20);
+  };
+  for (const char* bad : {"-5", "12abc", "0x10", "+7"}) {
+    SCOPED_TRACE(bad);
+    const Reply r = declared(bad);
+    expect_envelope(r, 400, "not a byte count");
+    EXPECT_EQ(r.body["error"]["code"], "invalid_body");
+  }
+  for (const std::string& big : {std::to_string(50 << 20), std::string("99999999999999999999999")}) {
+    SCOPED_TRACE(big);
+    expect_envelope(declared(big), 413, "larger than the limit");
+  }
+  const Reply asked = declared(std::to_string(2 << 20), "Expect: 100-continue\r\n");
+  expect_envelope(asked, 413, "larger than the limit");
+  EXPECT_EQ(asked.raw.find("100 Continue"), std::string::npos);
+  expect_envelope(declared("-1", "Expect: 100-continue\r\n"), 400, "not a byte count");
+  httplib::Client cli = client(main_server());
+  EXPECT_EQ(post(cli, "/v1/chat/completions", chat_body("still fine", 2)).status, 200);
 }
 
 }  // namespace
