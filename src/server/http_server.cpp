@@ -2,6 +2,11 @@
 // envelope for every status, SSE streaming, the chat page, and the serve loop's lifetime
 // (background model load, signals, shutdown).
 #include <httplib.h>
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
@@ -95,6 +100,46 @@ bool bearer_matches(const std::string& auth, const std::string& key) {
 
 std::string too_large_message(size_t limit) {
   return cat("the request body is larger than the limit of ", limit, " bytes");
+}
+
+// Worker threads the HTTP server may grow to by default: each open connection holds one.
+constexpr size_t kMaxHttpThreads = 2048;
+
+// Every connection is a file descriptor; the common soft limit of 1024 would stop accepting
+// (httplib retries accept() every millisecond meanwhile) before the worker pool is used up.
+// Raises the soft limit towards `wanted`, within the hard limit; quiet when it cannot.
+void raise_open_file_limit(size_t wanted) {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= wanted) return;
+  const rlim_t target = rl.rlim_max == RLIM_INFINITY ? static_cast<rlim_t>(wanted) : std::min<rlim_t>(rl.rlim_max, wanted);
+  if (target <= rl.rlim_cur) return;
+  rl.rlim_cur = target;
+  if (setrlimit(RLIMIT_NOFILE, &rl) != 0) log_debug("cannot raise the open-file limit to ", target);
+}
+
+// httplib listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, fixed when Debian built it): a
+// burst of connections -- a hundred clients at once -- overflows that while the accept thread
+// starts workers, and the kernel drops the SYNs, which clients resend only after 1 s, 3 s, ...
+// httplib does not hand out its socket, so this finds the socket listening on `port` and listens
+// again with the system's maximum backlog (Linux updates it in place).  Quiet when none is found.
+void deepen_listen_backlog(int port) {
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return;
+  while (const dirent* e = readdir(dir)) {
+    const int fd = std::atoi(e->d_name);
+    if (fd <= 2 || fd == dirfd(dir)) continue;
+    int listening = 0;
+    socklen_t len = sizeof listening;
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || listening == 0) continue;
+    sockaddr_storage addr{};
+    socklen_t alen = sizeof addr;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &alen) != 0) continue;
+    int bound = -1;
+    if (addr.ss_family == AF_INET) bound = ntohs(reinterpret_cast<const sockaddr_in*>(&addr)->sin_port);
+    if (addr.ss_family == AF_INET6) bound = ntohs(reinterpret_cast<const sockaddr_in6*>(&addr)->sin6_port);
+    if (bound == port && listen(fd, SOMAXCONN) != 0) log_debug("cannot deepen the listen backlog: fd ", fd);
+  }
+  closedir(dir);
 }
 
 // The declared Content-Length: -1 when there is none, -2 when it is not a decimal byte count
@@ -603,9 +648,13 @@ void HttpServer::routes() {
 
 int HttpServer::run(const std::function<void(int)>& on_listening) {
   const SchedulerOptions& so = opt_.engine.scheduler;
+  // One worker per slot and waiting request, and a few for /health, /metrics and the page; more
+  // start while every worker is held (slow or idle clients, see http_workers.h).
   const size_t threads = opt_.http_threads > 0 ? static_cast<size_t>(opt_.http_threads)
                                                : static_cast<size_t>(so.max_batch) + so.max_queue + 16;
-  svr_.new_task_queue = [threads] { return new HttpWorkers(threads); };
+  const size_t max_threads = opt_.http_threads > 0 ? threads : std::max<size_t>(threads, kMaxHttpThreads);
+  svr_.new_task_queue = [threads, max_threads] { return new HttpWorkers(threads, max_threads); };
+  raise_open_file_limit(max_threads + 64);
   svr_.set_payload_max_length(opt_.max_body_bytes);
   // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, which would let a second server
   // silently share a port that is already in use.
@@ -641,6 +690,7 @@ int HttpServer::run(const std::function<void(int)>& on_listening) {
     K3_CHECK(svr_.bind_to_port(opt_.host, port), "cannot listen on ", opt_.host, ":", port,
              " (is the port in use, or the address not local?)");
   }
+  deepen_listen_backlog(port);
   if (on_listening) on_listening(port);
 
   struct sigaction sa {};
