@@ -117,7 +117,19 @@ void add_generate_command(CLI::App& app, Runner& run) {
       SequenceState state = model->new_sequence(a->ctx);
       if (!images.empty() && static_cast<int64_t>(prompt.size()) > state.max_tokens())
         fail("the prompt has ", prompt.size(), " tokens (", image_tokens, " of them for ", images.size(),
-             " image(s)) but the context holds ", state.max_tokens(), " tokens; use smaller images or a larger --ctx");
+             " image(s)) but the context holds ", state.max_tokens(), " tokens; ",
+             state.max_tokens() < model->text().max_position_embeddings
+                 ? cat("use smaller images or a larger --ctx (up to ", model->text().max_position_embeddings, ")")
+                 : std::string("that is the model's maximum, so use smaller or fewer images"));
+
+      // A prompt that fills the context exactly leaves no room for a token (a longer one is
+      // refused by the prefill itself).
+      if (a->max_tokens != 0 && static_cast<int64_t>(prompt.size()) == state.max_tokens())
+        fail("prompt of ", prompt.size(), " tokens fills the context of ", state.max_tokens(),
+             " tokens, leaving no room for a generated token; ",
+             state.max_tokens() < model->text().max_position_embeddings
+                 ? cat("use a larger --ctx (up to ", model->text().max_position_embeddings, ") or a shorter prompt")
+                 : std::string("that is the model's maximum, so use a shorter prompt"));
 
       std::vector<float> rows;
       for (const PromptImage& im : images) rows.insert(rows.end(), im.rows.begin(), im.rows.end());

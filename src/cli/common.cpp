@@ -68,8 +68,15 @@ const CLI::Validator kNonEmpty(
 std::vector<int32_t> parse_token_ids(const std::string& text) {
   std::vector<int32_t> ids;
   size_t i = 0;
+  // Ids are separated by one comma and/or whitespace; an empty entry ("1,,2", "1,2,") is an
+  // error rather than skipped, and a list of separators only is empty.
+  const bool any_id = text.find_first_not_of(", \t\n") != std::string::npos;
   while (i < text.size()) {
-    while (i < text.size() && (text[i] == ',' || text[i] == ' ' || text[i] == '\t' || text[i] == '\n')) ++i;
+    int commas = 0;
+    while (i < text.size() && (text[i] == ',' || text[i] == ' ' || text[i] == '\t' || text[i] == '\n'))
+      commas += text[i++] == ',' ? 1 : 0;
+    if (any_id && (commas > 1 || (commas == 1 && (ids.empty() || i == text.size()))))
+      fail("the token id list '", text, "' has an empty entry (separate ids with one comma or spaces)");
     if (i == text.size()) break;
     size_t j = i;
     while (j < text.size() && text[j] != ',' && text[j] != ' ' && text[j] != '\t' && text[j] != '\n') ++j;

@@ -48,8 +48,22 @@ const PromptImage& ChatSession::attach_image(PromptImage image) {
   K3_CHECK(static_cast<int64_t>(image.rows.size()) == image.prompt.num_pads * model_.text().hidden_size,
            "image ", image.source, ": ", image.rows.size(), " embedding values for ", image.prompt.num_pads,
            " pads of width ", model_.text().hidden_size);
+  // An image that cannot fit even an empty conversation is refused now, not attached to fail
+  // every later message.
+  int64_t tokens = image.prompt.num_pads + 1;  // its pads and at least the reply's first token
+  for (const PromptImage& p : pending_) tokens += p.prompt.num_pads;
+  if (tokens > state_.max_tokens())
+    fail("image ", image.source, " needs ", image.prompt.num_pads, " tokens",
+         pending_.empty() ? std::string() : cat(" (with the ", pending_.size(), " already attached: ", tokens - 1, ")"),
+         " but the context holds ", state_.max_tokens(), " tokens; ", larger_context_advice(), "; not attached");
   pending_.push_back(std::move(image));
   return pending_.back();
+}
+
+std::string ChatSession::larger_context_advice() const {
+  const int64_t model_max = model_.text().max_position_embeddings;
+  if (state_.max_tokens() < model_max) return cat("use a larger --ctx (up to ", model_max, ")");
+  return cat("that is the model's maximum, so use a smaller image");
 }
 
 std::vector<int32_t> ChatSession::render(const ojson& messages, const std::vector<const PromptImage*>& images) const {
@@ -128,7 +142,10 @@ ChatReply ChatSession::send(const std::string& user_text, const std::function<vo
     if (messages.size() <= 1)
       fail("this message needs ", prompt.size() + 1, " tokens of context (", prompt.size(), " for the prompt",
            rows.empty() ? std::string() : cat(", ", rows.size() / hidden, " of them for images"),
-           ", 1 for the reply) but the context is ", state_.max_tokens(), " tokens; use a larger --ctx");
+           ", 1 for the reply) but the context is ", state_.max_tokens(), " tokens; ",
+           state_.max_tokens() < model_.text().max_position_embeddings
+               ? cat("use a larger --ctx (up to ", model_.text().max_position_embeddings, ")")
+               : std::string("that is the model's maximum, so send a shorter message or smaller images"));
     fail("the conversation (", prompt.size(), " tokens",
          rows.empty() ? std::string() : cat(", ", rows.size() / hidden, " of them for images"),
          ") no longer fits the context of ", state_.max_tokens(), " tokens; use /reset");

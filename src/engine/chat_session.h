@@ -57,7 +57,8 @@ class ChatSession {
   // Encodes `image` now and attaches it to the next user message; `source` names it in the
   // message (an image_url part).  Throws k3::Error without a vision tower or for a bad image.
   const PromptImage& attach_image(const Image& image, const std::string& source);
-  // The same for an already encoded image (encode_prompt_image).
+  // The same for an already encoded image (encode_prompt_image).  Both refuse an image whose
+  // tokens (with those already attached) cannot fit the context.
   const PromptImage& attach_image(PromptImage image);
   size_t pending_images() const { return pending_.size(); }
   void clear_pending_images() { pending_.clear(); }
@@ -72,6 +73,9 @@ class ChatSession {
 
  private:
   std::vector<int32_t> render(const ojson& messages, const std::vector<const PromptImage*>& images) const;
+  // What to do about an image the context cannot hold: a larger --ctx, or (at the model's
+  // maximum) a smaller image.
+  std::string larger_context_advice() const;
 
   const Model& model_;
   const Tokenizer& tokenizer_;

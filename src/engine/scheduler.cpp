@@ -150,8 +150,9 @@ uint64_t Scheduler::submit(Request request) {
     // Requests that can start at once do not count against the queue bound.
     const size_t free_slots = static_cast<size_t>(std::max<int64_t>(options_.max_batch - stats_.running, 0));
     if (waiting_.size() >= options_.max_queue + free_slots)
-      throw SchedulerBusy(cat("the server is busy: ", waiting_.size(), " requests are waiting (limit ",
-                              options_.max_queue, "); retry later"));
+      throw SchedulerBusy(cat("the server is busy: ", waiting_.size(), " sequences are queued for ", free_slots,
+                              " free slots and a queue of ", options_.max_queue,
+                              " (each of a request's n choices is a sequence); retry later"));
     id = next_id_++;
     slot->id = id;
     waiting_.push_back(std::move(slot));

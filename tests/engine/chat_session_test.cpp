@@ -191,6 +191,42 @@ TEST_F(ChatSessionTest, ImagePixelsReachTheModel) {
   EXPECT_NE(logits[0], logits[1]);
 }
 
+// An image the context cannot hold even alone (with the images already attached) is refused at
+// attach time, with advice that fits the context asked for, and is not left to fail every later
+// message.
+TEST_F(ChatSessionTest, ImagesLargerThanTheContextAreNotAttached) {
+  const int64_t pads = encode_prompt_image(vision(), pattern(112, 112, 2), "b").prompt.num_pads;
+  ChatSessionOptions o;
+  o.thinking = false;
+  o.max_reply_tokens = 1;
+  o.context = pads;  // the pads fit, the reply's token does not
+  ChatSession s(*model_, *tokenizer_, o, &vision());
+  const std::string err = testing::error_of([&] { s.attach_image(pattern(112, 112, 2), "b.png"); });
+  EXPECT_NE(err.find("image b.png needs " + std::to_string(pads) + " tokens"), std::string::npos) << err;
+  EXPECT_NE(err.find("use a larger --ctx (up to " + std::to_string(model_->text().max_position_embeddings) + ")"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("not attached"), std::string::npos) << err;
+  EXPECT_EQ(s.pending_images(), 0u);
+  // Room for one: a second is refused, counting the first.
+  o.context = pads + 2;
+  ChatSession two(*model_, *tokenizer_, o, &vision());
+  two.attach_image(pattern(112, 112, 2), "b.png");
+  const std::string err2 = testing::error_of([&] { two.attach_image(pattern(112, 112, 3), "c.png"); });
+  EXPECT_NE(err2.find("with the 1 already attached"), std::string::npos) << err2;
+  EXPECT_EQ(two.pending_images(), 1u);
+  // At the model's own maximum the advice is a smaller image.
+  ChatSessionOptions full = o;
+  full.context = 0;
+  ChatSession f(*model_, *tokenizer_, full, &vision());
+  PromptImage big = encode_prompt_image(vision(), pattern(112, 112, 4), "big.png");
+  big.prompt.num_pads = model_->text().max_position_embeddings;  // as many pads as the model's context
+  big.rows.resize(static_cast<size_t>(big.prompt.num_pads * model_->text().hidden_size));
+  const std::string e = testing::error_of([&] { f.attach_image(std::move(big)); });
+  EXPECT_NE(e.find("that is the model's maximum, so use a smaller image"), std::string::npos) << e;
+  EXPECT_EQ(f.pending_images(), 0u);
+}
+
 TEST_F(ChatSessionTest, ImagesNeedAVisionTower) {
   const ChatSessionOptions defaults;
   ChatSession s(*model_, *tokenizer_, defaults);
