@@ -136,7 +136,8 @@ GenerationParams parse_generation_params(const ojson& body, Endpoint endpoint) {
     if (*v < 1 || *v > kMaxChoices) bad("n", cat("n must be in [1, ", kMaxChoices, "] (got ", *v, ")"));
     g.n = static_cast<int>(*v);
   }
-  if (auto v = get_int(body, "best_of"); v && *v != 1) unsupported("best_of", "best_of is not supported; use n");
+  if (auto v = get_int(body, "best_of"); v && *v != 1) unsupported("best_of", "use n for several choices");
+  if (get_bool(body, "echo").value_or(false)) unsupported("echo", "the prompt is not echoed");
   const auto top_count = [&](const char* f) {
     const int64_t v = *get_int(body, f);
     if (v < 0 || v > kMaxTopLogprobs) bad(f, cat(f, " must be in [0, ", kMaxTopLogprobs, "] (got ", v, ")"));
@@ -173,7 +174,6 @@ GenerationParams parse_generation_params(const ojson& body, Endpoint endpoint) {
     }
   } else {
     if (present(body, "logprobs")) g.top_logprobs = top_count("logprobs");
-    if (get_bool(body, "echo").value_or(false)) unsupported("echo", "the prompt is not echoed");
     if (present(body, "suffix")) unsupported("suffix", "insertion (suffix) is not supported");
     // Chat-only fields were silently ignored here.
     for (const char* f : {"response_format", "tools", "tool_choice", "messages"})

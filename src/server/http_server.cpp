@@ -466,6 +466,8 @@ void HttpServer::tokenize(const std::string& text, httplib::Response& res) {
   require_ready();
   check_model_field(body, opt_.engine.served_name);
   PreparedPrompt p;
+  if (body.contains("messages") && body.contains("prompt"))
+    throw ApiError(400, "give either prompt (text or ids) or messages (the chat format), not both", "prompt");
   if (body.contains("messages")) {
     p = prepare_chat(host_, body, opt_.images, /*check_fit=*/false).prompt;
   } else if (body.contains("prompt")) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "base/log.h"
 #include "server/api_error.h"
 #include "text/base64.h"
 #include "text/chat_request.h"
@@ -87,6 +88,36 @@ void check_prompt_fits(const EngineHost& host, const PreparedPrompt& p, const ch
 
 namespace {
 
+// What the K3 encoder would render without complaint but an OpenAI client would not send: a
+// user message without content, a text part without text, a role outside the chat format.
+// `developer` (OpenAI's newer name for system instructions) is skipped by Moonshot's encoder,
+// and so by k3 (the chat fixtures hold that case); that is logged, the rest are 400s.
+void check_messages(const ojson& messages) {
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ojson& m = messages[i];
+    const std::string where = cat("messages[", i, "]");
+    if (!m.is_object()) throw ApiError(400, cat(where, " must be an object"), "messages");
+    if (!m.contains("role") || !m["role"].is_string()) throw ApiError(400, cat(where, ".role must be a string"), "messages");
+    const std::string& role = m["role"].get_ref<const std::string&>();
+    if (role == "developer") {
+      log_warn(where, ": a developer message is not part of the Kimi K3 chat format and is skipped (as Moonshot's "
+               "encoder does); send instructions as a system message");
+      continue;
+    }
+    if (role != "system" && role != "user" && role != "assistant" && role != "tool")
+      throw ApiError(400, cat(where, ".role '", role, "' is not one of system, user, assistant, tool"), "messages");
+    const bool has = m.contains("content") && !m["content"].is_null();
+    if (role == "user" && !has) throw ApiError(400, cat(where, ".content is missing (a user message needs it)"), "messages");
+    if (has && m["content"].is_array()) {
+      const ojson& parts = m["content"];
+      for (size_t k = 0; k < parts.size(); ++k)
+        if (parts[k].is_object() && parts[k].contains("type") && parts[k]["type"] == "text" &&
+            !(parts[k].contains("text") && parts[k]["text"].is_string()))
+          throw ApiError(400, cat(where, ".content[", k, "].text must be a string"), "messages");
+    }
+  }
+}
+
 // Every tool is {"type": "function", "function": {"name": string, "parameters"?: object, ...}},
 // and a tool_choice that requires a call has tools to call (a malformed tool used to be skipped
 // and "required" without tools ignored, both silently).
@@ -105,6 +136,12 @@ void check_tools(const ojson& tools, const ojson& tool_choice) {
       throw ApiError(400, cat(where, ".function.name must be a non-empty string"), "tools");
     if (fn.contains("parameters") && !fn["parameters"].is_null() && !fn["parameters"].is_object())
       throw ApiError(400, cat(where, ".function.parameters must be a JSON schema object"), "tools");
+    // A call names its tool: two tools of one name could not be told apart.
+    for (size_t j = 0; j < i; ++j)
+      if (tools[j]["function"]["name"] == fn["name"])
+        throw ApiError(400, cat(where, ".function.name '", fn["name"].get_ref<const std::string&>(),
+                                "' is already declared by tools[", j, "]"),
+                       "tools");
   }
   const bool required = (tool_choice.is_string() && tool_choice == "required") || tool_choice.is_object();
   if (required && n == 0)
@@ -123,6 +160,8 @@ PreparedChat prepare_chat(const EngineHost& host, const ojson& body, const Image
     throw ApiError(400, e.what());
   }
   if (req.messages.empty()) throw ApiError(400, "messages must not be empty", "messages");
+  check_messages(req.messages);
+  check_tools(req.tools, req.options.tool_choice);
   // Checked here whether or not thinking is on (the renderer only reads it when it is), and
   // reported under its own name.
   if (body.contains("reasoning_effort") && body["reasoning_effort"].is_string()) {
@@ -174,7 +213,6 @@ PreparedChat prepare_chat(const EngineHost& host, const ojson& body, const Image
   }
   out.parser = chat_parser_options(req);
   const ojson& tc = req.options.tool_choice;
-  check_tools(req.tools, tc);
   if (out.parser.parse_tools && req.tools.is_array()) {
     // Each tool with its compiled parameters: a forced call's arguments then satisfy them.  A
     // schema outside the supported subset leaves that tool's arguments free, unless the tool

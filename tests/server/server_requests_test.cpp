@@ -1,7 +1,8 @@
 // `k3 serve` against requests that used to be mishandled, each checked end to end over HTTP on
 // the synthetic tiny model (with its vision tower) and a 512-token context: stop tokens in chat
 // content, the context bound (prompt + output), a 2^63 - 1 max_tokens, malformed tools and
-// tool_choice, reasoning_effort with thinking off, and an image too large for the context.
+// tool_choice, messages outside the chat format, reasoning_effort with thinking off, and an image
+// too large for the context.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -97,6 +98,34 @@ TEST(ServerRequests, ToolsAndToolChoiceAreChecked) {
   expect_error(with_tools(nullptr, {{"type", "function"}, {"function", {{"name", "f"}}}}), 400, "no tools",
                "tool_choice");
   EXPECT_EQ(with_tools(nullptr, "none").status, 200);
+  expect_error(with_tools(ojson::array({good, good})), 400, "tools[1].function.name 'f' is already declared by tools[0]",
+               "tools");
+}
+
+// Messages the K3 encoder would render without complaint but no OpenAI client means: a role
+// outside the chat format, a user message without content, a text part without text.  A
+// developer message is skipped, as Moonshot's encoder does (logged), and the request is served.
+TEST(ServerRequests, MessagesOutsideTheChatFormatAreRefused) {
+  httplib::Client cli = client(server());
+  const auto chat = [&](const ojson& messages, ojson extra = ojson::object()) {
+    extra["messages"] = messages;
+    extra["max_tokens"] = 1;
+    return post(cli, "/v1/chat/completions", extra);
+  };
+  const ojson hi = {{"role", "user"}, {"content", "hi"}};
+  for (const char* role : {"bogus", "function"})
+    expect_error(chat(ojson::array({{{"role", role}, {"content", "x"}}, hi})), 400,
+                 std::string("messages[0].role '") + role + "' is not one of system, user, assistant, tool", "messages");
+  expect_error(chat(ojson::array({{{"role", "user"}}})), 400, "messages[0].content is missing", "messages");
+  expect_error(chat(ojson::array({{{"role", "user"}, {"content", nullptr}}})), 400, "content is missing", "messages");
+  expect_error(chat(ojson::array({{{"role", "user"}, {"content", ojson::array({{{"type", "text"}}})}}})), 400,
+               "messages[0].content[0].text must be a string", "messages");
+  expect_error(chat(ojson::array({hi}), {{"echo", true}}), 400, "echo is not supported", "echo");
+  const Reply dev = chat(ojson::array({{{"role", "developer"}, {"content", "be brief"}}, hi}));
+  ASSERT_EQ(dev.status, 200) << dev.raw;
+  EXPECT_EQ(dev.body["usage"]["prompt_tokens"], chat(ojson::array({hi})).body["usage"]["prompt_tokens"]);
+  // /tokenize takes one or the other.
+  expect_error(post(cli, "/tokenize", {{"prompt", "a"}, {"messages", ojson::array({hi})}}), 400, "not both", "prompt");
 }
 
 TEST(ServerRequests, ReasoningEffortIsCheckedUnderItsName) {
