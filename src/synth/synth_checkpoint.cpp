@@ -298,10 +298,6 @@ void write_synth_checkpoint(const std::string& dir, const SynthOptions& options)
   const json cfg = synth_config(options);
   const ModelConfig mc = parse_model_config(cfg.dump(), "synthetic config");
   const TextConfig& c = mc.text;
-  std::error_code ec;  // missing parents are created too, as mkdir -p would
-  std::filesystem::create_directories(dir, ec);
-  if (ec || !std::filesystem::is_directory(dir, ec)) fail(dir, ": cannot create directory (", ec.message(), ")");
-
   Planner p(options.seed);
   const int64_t d = c.hidden_size;
   for (int l = 0; l < c.num_layers; ++l) {
@@ -335,6 +331,10 @@ void write_synth_checkpoint(const std::string& dir, const SynthOptions& options)
     weight_map[t.name] = shard_name(s, shards);
     writers[s].add(t.name, t.dtype, t.shape, std::move(t.fill));
   }
+  // Created once every option has been checked, so a refused one leaves nothing behind.
+  std::error_code ec;  // missing parents are created too, as mkdir -p would
+  std::filesystem::create_directories(dir, ec);
+  if (ec || !std::filesystem::is_directory(dir, ec)) fail(dir, ": cannot create directory (", ec.message(), ")");
   Progress progress("writing " + dir, total >> 20, "MiB");
   uint64_t written = 0;
   for (int s = 0; s < shards; ++s)

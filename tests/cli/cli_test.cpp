@@ -2,6 +2,8 @@
 // and every malformed input giving a clear error and exit code 1 (never a crash).
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -213,6 +215,14 @@ TEST(Cli, BadRequestsGiveClearErrors) {
     auto r = run_k3(c.args);
     EXPECT_EQ(r.exit_code, 1) << r.err;
     EXPECT_NE(r.err.find(c.expect), std::string::npos) << r.err;
+  }
+  // A refused synth leaves no directory behind.
+  {
+    TempDir tmp;
+    const std::string out = tmp.file("never/made");
+    auto s = run_k3("synth --out " + out + " --layers 2 --shards 9");
+    EXPECT_EQ(s.exit_code, 1) << s.err;
+    EXPECT_FALSE(std::filesystem::exists(tmp.file("never")));
   }
   // Usage errors come from the argument parser with exit code != 0 and no crash.
   auto r = run_k3("generate --model " + fixture());
