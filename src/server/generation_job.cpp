@@ -257,6 +257,10 @@ GenerationJob::~GenerationJob() {
   if (!finished_) host_.metrics().count_finish("cancelled");
 }
 
+void GenerationJob::withdraw() {
+  finished_ = true;  // the destructor cancels it without counting it
+}
+
 bool GenerationJob::wait(std::vector<int32_t>& tokens, int timeout_ms) {
   std::unique_lock<std::mutex> lock(channel_->mu);
   channel_->cv.wait_for(lock, std::chrono::milliseconds(timeout_ms),

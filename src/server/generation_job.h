@@ -32,7 +32,7 @@ class GenerationJob {
   GenerationJob(EngineHost& host, Endpoint endpoint, PreparedPrompt prompt, const GenerationParams& params,
                 const ChatParserOptions& parser_options, std::chrono::steady_clock::time_point arrival, int index = 0,
                 const GenerationJob* first = nullptr);
-  // Cancels the request if it is still running.
+  // Cancels the request if it is still running (counted as finished "cancelled").
   ~GenerationJob();
   GenerationJob(const GenerationJob&) = delete;
   GenerationJob& operator=(const GenerationJob&) = delete;
@@ -45,6 +45,10 @@ class GenerationJob {
   // write means the client went away: the request is cancelled and stream() returns false.
   // whole = false (one of n choices): no usage chunk and no [DONE]; the caller writes them once.
   bool stream(const std::function<bool(std::string_view)>& write, bool whole = true);
+  // Takes back a choice whose sibling was refused (n > 1 and the queue filled part-way): the
+  // request is cancelled and, since the HTTP request is answered (and counted) as refused, not
+  // counted again as a cancelled one.
+  void withdraw();
   // The usage object once run() or stream() finished normally (else null).
   const ojson& final_usage() const { return final_usage_; }
   // The closing usage chunk of a stream ("data: {...choices: [], usage}\n\n").

@@ -351,13 +351,19 @@ void HttpServer::generate(Endpoint endpoint, const httplib::Request& req, const 
   }
   // n choices: one scheduler request each (choice i samples with seed + i); the scheduler
   // prefills their shared prompt once.  All are submitted before anything is answered, so a
-  // refusal (429) comes as a status, not in the middle of a stream.
+  // refusal (429) comes as a status, not in the middle of a stream; the choices already queued
+  // are then taken back (the request counts once, as rejected).
   std::vector<std::shared_ptr<GenerationJob>> jobs;
-  for (int i = 0; i < params.n; ++i) {
-    GenerationParams p = params;
-    p.sampling.seed += static_cast<uint64_t>(i);
-    jobs.push_back(std::make_shared<GenerationJob>(host_, endpoint, i + 1 < params.n ? prompt : std::move(prompt), p,
-                                                   popt, arrival, i, i ? jobs.front().get() : nullptr));
+  try {
+    for (int i = 0; i < params.n; ++i) {
+      GenerationParams p = params;
+      p.sampling.seed += static_cast<uint64_t>(i);
+      jobs.push_back(std::make_shared<GenerationJob>(host_, endpoint, i + 1 < params.n ? prompt : std::move(prompt),
+                                                     p, popt, arrival, i, i ? jobs.front().get() : nullptr));
+    }
+  } catch (...) {
+    for (const auto& job : jobs) job->withdraw();
+    throw;
   }
   if (!params.stream) {
     const std::optional<PeerConnection> peer =

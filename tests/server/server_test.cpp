@@ -842,6 +842,18 @@ TEST(Server, FullQueueAnswers429) {
   };
   std::thread a(hold, &a_chunks);
   while (a_chunks.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  // Two choices with room for one: the whole request is refused, its first choice taken back
+  // (not left waiting, not counted as a cancelled request).
+  const Reply two = post(cli, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 2}, {"n", 2}});
+  expect_envelope(two, 429, "busy");
+  std::string m = cli.Get("/metrics")->body;
+  for (int i = 0; i < 400 && metric(m, "k3_requests_waiting") > 0.0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    m = cli.Get("/metrics")->body;
+  }
+  EXPECT_EQ(metric(m, "k3_requests_waiting"), 0.0) << m;
+  EXPECT_EQ(metric(m, "k3_requests_finished_total{reason=\"cancelled\"}"), 0.0) << m;
+  EXPECT_EQ(metric(m, "k3_requests_rejected_total{status=\"429\"}"), 1.0) << m;
   std::thread b(hold, nullptr);
   for (int i = 0; i < 400 && metric(cli.Get("/metrics")->body, "k3_requests_waiting") < 1.0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
