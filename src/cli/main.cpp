@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <string>
 
 #include "base/allocator.h"
 #include "base/cpu_features.h"
@@ -34,6 +35,16 @@ int finish_stdout(int rc) {
   else
     std::fprintf(stderr, "k3: error: cannot write stdout: a write failed, the output is incomplete\n");
   return rc == 0 ? 1 : rc;
+}
+
+// "Could not convert: NAME = VALUE" -> "NAME: must be a whole number within the option's range
+// (got 'VALUE')"; any other wording is kept as it is.
+std::string conversion_message(const std::string& what) {
+  const std::string head = "Could not convert: ";
+  const size_t eq = what.find(" = ");
+  if (what.rfind(head, 0) != 0 || eq == std::string::npos) return what;
+  const std::string name = what.substr(head.size(), eq - head.size()), value = what.substr(eq + 3);
+  return name + ": must be a whole number within the option's range (got '" + value + "')";
 }
 
 }  // namespace
@@ -70,6 +81,11 @@ int main(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
+  } catch (const CLI::ConversionError& e) {
+    // CLI11 says only "Could not convert: --max-tokens = 1.5" when a value passed the option's
+    // number check but does not fit its integer type (a fraction, or past the type's range).
+    std::fprintf(stderr, "%s\nRun with --help for more information.\n", conversion_message(e.what()).c_str());
+    return finish_stdout(e.get_exit_code());
   } catch (const CLI::ParseError& e) {
     return finish_stdout(app.exit(e));  // --help goes to stdout too
   }

@@ -258,6 +258,10 @@ TEST(Cli, NumericOptionsNameTheRule) {
       {"serve --model " + fixture() + " --prefix-cache-mb 1e30", "--prefix-cache-mb: must be >= 0 and at most 1048576 MiB (got 1e30)"},
       {"serve --model " + fixture() + " --max-body-mb nan", "--max-body-mb: must be > 0 and at most 1048576 MiB (got nan)"},
       {"serve --model " + fixture() + " --max-image-mb 0", "--max-image-mb: must be > 0"},
+      // Numbers that pass the check but not the integer conversion: CLI11 said only "Could not convert".
+      {"generate --model " + fixture() + " --prompt-ids 1 --max-tokens 1.5", "--max-tokens: must be a whole number within the option's range"},
+      {"generate --model " + fixture() + " --prompt-ids 1 --max-tokens 99999999999999999999", "(got '99999999999999999999')"},
+      {"bench --threads 1e30", "--threads: must be a whole number"},
   };
   for (const Case& c : cases) {
     const auto r = run_k3(c.args);
