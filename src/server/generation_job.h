@@ -46,8 +46,8 @@ class GenerationJob {
   // whole = false (one of n choices): no usage chunk and no [DONE]; the caller writes them once.
   bool stream(const std::function<bool(std::string_view)>& write, bool whole = true);
   // Takes back a choice whose sibling was refused (n > 1 and the queue filled part-way): the
-  // request is cancelled and, since the HTTP request is answered (and counted) as refused, not
-  // counted again as a cancelled one.
+  // destructor still cancels it, but does not count it as a cancelled request, since the HTTP
+  // request is answered (and counted) as refused.
   void withdraw();
   // The usage object once run() or stream() finished normally (else null).
   const ojson& final_usage() const { return final_usage_; }
