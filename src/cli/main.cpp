@@ -61,9 +61,14 @@ int main(int argc, char** argv) {
   app.add_option("--isa", isa, "Kernel instruction set: ref, avx2, avx512 or amx (default: best the CPU has)");
   std::string weights;
   app.add_option("--weights", weights,
-                 "Where checkpoint weights live: memory (read into huge-page RAM, fastest decode), mmap (page "
-                 "cache, for checkpoints larger than RAM) or auto (memory when they fit in 3/4 of the available "
-                 "RAM, cgroup limits included; default, or K3_WEIGHTS)");
+                 "Where checkpoint weights live: memory (read into huge-page RAM, fastest decode), stream (read "
+                 "with direct I/O within --weight-budget: the trunk resident when it fits, else streamed layer by "
+                 "layer, routed experts in a cache), mmap (the page cache) or auto (memory when they fit in 3/4 "
+                 "of the available RAM, cgroup limits included, else stream; default, or K3_WEIGHTS)");
+  std::string weight_budget;
+  app.add_option("--weight-budget", weight_budget,
+                 "Memory for streamed weights, e.g. 64G, 512M or 40% (of the memory available); implies --weights "
+                 "stream (default: 3/4 of the memory available, or K3_WEIGHT_BUDGET)");
 
   k3::cli::Runner run;
   k3::cli::add_inspect_command(app, run);
@@ -94,6 +99,13 @@ int main(int argc, char** argv) {
     if (verbosity == 1) k3::set_log_level(k3::LogLevel::kInfo);
     if (verbosity >= 2) k3::set_log_level(k3::LogLevel::kDebug);
     if (!weights.empty()) k3::set_default_residency(k3::parse_residency(weights));
+    if (!weight_budget.empty()) {
+      const uint64_t b = k3::parse_byte_size(weight_budget);
+      K3_CHECK(b > 0, "--weight-budget: must be more than 0 bytes (got '", weight_budget, "')");
+      K3_CHECK(weights.empty() || weights == "stream" || weights == "auto", "--weight-budget applies to streamed "
+               "weights; it contradicts --weights ", weights);
+      k3::set_default_weight_budget(b);
+    }
     if (!isa.empty()) k3::request_isa(k3::parse_isa(isa));
     return finish_stdout(run ? run() : 0);
   } catch (const k3::Error& e) {

@@ -5,7 +5,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <mutex>
+#include <thread>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -92,19 +96,57 @@ Checkpoint::Checkpoint(const std::string& dir, Residency residency) : dir_(dir) 
   }
   const uint64_t avail = available_memory_bytes();
   if (residency == Residency::kAuto)
-    residency = avail > 0 && file_bytes <= avail / 4 * 3 ? Residency::kMemory : Residency::kMapped;
+    residency = avail > 0 && file_bytes <= avail / 4 * 3 ? Residency::kMemory : Residency::kStreamed;
   else if (residency == Residency::kMemory && avail > 0 && file_bytes > avail)
     fail(dir, ": --weights memory needs ", file_bytes >> 20, " MiB for the checkpoint but only ", avail >> 20,
-         " MiB are available; use --weights mmap (or auto) to stream it from the page cache");
+         " MiB are available; use --weights stream (or auto) to stream it within a memory budget");
   residency_ = residency;
   log_info("checkpoint ", dir, ": ", file_bytes >> 20, " MiB, weights ",
-           residency == Residency::kMemory ? "read into memory" : "mapped from the page cache", " (",
-           avail >> 20, " MiB available)");
+           residency == Residency::kMemory   ? "read into memory"
+           : residency == Residency::kMapped ? "mapped from the page cache"
+                                             : "streamed within a memory budget",
+           " (", avail >> 20, " MiB available)");
 
-  Progress progress(residency == Residency::kMemory ? "reading shards" : "loading shards", wanted.size());
-  for (const auto& [shard, names] : wanted) {
-    auto file = std::make_unique<SafetensorsFile>(dir + "/" + shard, residency);
-    for (const std::string& name : names)
+  // Shards open in parallel: each parses its own header (and in kMemory reads its bytes), so a
+  // 96-shard checkpoint loads at the speed of several readers, not one.
+  const Residency file_residency = residency == Residency::kMemory ? Residency::kMemory : Residency::kMapped;
+  std::vector<std::pair<const std::string*, const std::vector<std::string>*>> order;
+  for (const auto& entry : wanted) order.push_back({&entry.first, &entry.second});
+  std::vector<std::unique_ptr<SafetensorsFile>> files(order.size());
+  std::vector<std::string> errors(order.size());
+  Progress progress(residency == Residency::kMemory ? "reading shards" : "loading shards", order.size());
+  {
+    std::atomic<size_t> next{0};
+    std::mutex progress_mu;
+    auto work = [&] {
+      for (size_t i; (i = next.fetch_add(1)) < order.size();) {
+        try {
+          files[i] = std::make_unique<SafetensorsFile>(dir + "/" + *order[i].first, file_residency);
+        } catch (const std::exception& e) {
+          errors[i] = e.what();
+        }
+        std::lock_guard<std::mutex> lock(progress_mu);
+        progress.advance();
+      }
+    };
+    const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+    const size_t n = std::min<size_t>(order.size(), std::min(8u, residency == Residency::kMemory ? 4u : hw * 2));
+    std::vector<std::thread> threads;
+    try {
+      for (size_t t = 1; t < n; ++t) threads.emplace_back(work);
+    } catch (const std::system_error&) {
+      // Fewer threads than asked for: the calling thread does the rest.
+    }
+    work();
+    for (std::thread& t : threads) t.join();
+  }
+  progress.finish();
+  for (const std::string& e : errors)
+    if (!e.empty()) throw Error(e);
+  for (size_t i = 0; i < order.size(); ++i) {
+    auto& file = files[i];
+    const std::string& shard = *order[i].first;
+    for (const std::string& name : *order[i].second)
       if (file->find(name) == nullptr)
         fail(index_path, ": maps tensor '", name, "' to shard '", shard, "', which does not contain it");
     for (const auto& [name, view] : file->tensors()) {
@@ -112,15 +154,19 @@ Checkpoint::Checkpoint(const std::string& dir, Residency residency) : dir_(dir) 
       if (!inserted) fail(dir, ": tensor '", name, "' is in both ", *it->second->file, " and ", file->path());
     }
     shards_.push_back(std::move(file));
-    progress.advance();
   }
-  progress.finish();
   log_info("checkpoint ", dir, ": ", shards_.size(), " shard(s), ", tensors_.size(), " tensors");
 }
 
 const TensorView* Checkpoint::find(const std::string& name) const {
   auto it = tensors_.find(name);
   return it == tensors_.end() ? nullptr : it->second;
+}
+
+std::vector<std::string> Checkpoint::shard_paths() const {
+  std::vector<std::string> paths;
+  for (const auto& f : shards_) paths.push_back(f->path());
+  return paths;
 }
 
 uint64_t Checkpoint::total_bytes() const {

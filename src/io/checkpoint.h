@@ -2,7 +2,9 @@
 // model.safetensors or sharded model-000NN-of-000MM.safetensors files named by
 // model.safetensors.index.json.  All shards are opened and validated up front, either mapped
 // from the page cache or read into huge-page memory (io/mapped_file.h: Residency); kAuto reads
-// them into memory when they fit in 3/4 of the memory available, else maps them.
+// them into memory when they fit in 3/4 of the memory available, else streams them (kStreamed:
+// the files are mapped for their headers and small tensors, and model/weight_store.h reads the
+// matrices within a memory budget).  Shards open in parallel.
 #pragma once
 
 #include <map>
@@ -24,8 +26,10 @@ class Checkpoint {
   const TensorView* find(const std::string& name) const;
   const std::map<std::string, const TensorView*>& tensors() const { return tensors_; }
   size_t shard_count() const { return shards_.size(); }
+  // The paths of the shard files (each TensorView::file points to one of these strings).
+  std::vector<std::string> shard_paths() const;
   uint64_t total_bytes() const;
-  Residency residency() const { return residency_; }  // kMemory or kMapped, as resolved
+  Residency residency() const { return residency_; }  // kMemory, kMapped or kStreamed, as resolved
 
  private:
   std::string dir_;

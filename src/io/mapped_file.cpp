@@ -8,12 +8,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 
 #include "base/error.h"
+#include "io/available_memory.h"
 #include "io/read_fd.h"
 
 namespace k3 {
@@ -22,7 +24,8 @@ Residency parse_residency(const std::string& name) {
   if (name == "auto") return Residency::kAuto;
   if (name == "memory") return Residency::kMemory;
   if (name == "mmap") return Residency::kMapped;
-  fail("unknown weight residency '", name, "' (expected auto, memory or mmap)");
+  if (name == "stream") return Residency::kStreamed;
+  fail("unknown weight residency '", name, "' (expected auto, memory, mmap or stream)");
 }
 
 const char* residency_name(Residency r) {
@@ -30,6 +33,7 @@ const char* residency_name(Residency r) {
     case Residency::kAuto: return "auto";
     case Residency::kMemory: return "memory";
     case Residency::kMapped: return "mmap";
+    case Residency::kStreamed: return "stream";
   }
   return "?";
 }
@@ -48,6 +52,57 @@ Residency default_residency() {
     g_default = v;
   }
   return static_cast<Residency>(v);
+}
+
+namespace {
+std::atomic<int64_t> g_budget{-1};  // -1: not set yet (read K3_WEIGHT_BUDGET on first use)
+}  // namespace
+
+void set_default_weight_budget(uint64_t bytes) { g_budget = static_cast<int64_t>(bytes); }
+
+uint64_t default_weight_budget() {
+  int64_t v = g_budget.load();
+  if (v < 0) {
+    const char* env = std::getenv("K3_WEIGHT_BUDGET");
+    v = env && *env ? static_cast<int64_t>(parse_byte_size(env)) : 0;
+    g_budget = v;
+  }
+  return static_cast<uint64_t>(v);
+}
+
+uint64_t parse_byte_size(const std::string& text) {
+  auto bad = [&](const char* why) -> uint64_t {
+    fail("memory size '", text, "' ", why, " (write e.g. 64G, 512M, 1.5T, a byte count, or 40% of the memory available)");
+  };
+  if (text.empty()) return bad("is empty");
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    return bad("is not a number");
+  }
+  if (!(v >= 0) || text[0] == '-' || text[0] == '+' || std::isspace(static_cast<unsigned char>(text[0])))
+    return bad("must be a non-negative number");
+  std::string unit = text.substr(used);
+  double scale = 1;
+  if (unit == "%") {
+    if (v > 100) return bad("is more than 100%");
+    const uint64_t avail = available_memory_bytes();
+    if (avail == 0) fail("memory size '", text, "': the memory available is unknown here; give a size in bytes");
+    return static_cast<uint64_t>(static_cast<double>(avail) * v / 100.0);
+  }
+  if (!unit.empty() && (unit.back() == 'B' || unit.back() == 'b')) unit.pop_back();
+  if (unit.size() == 2 && unit[1] == 'i') unit.pop_back();
+  if (unit.empty()) scale = 1;
+  else if (unit == "K" || unit == "k") scale = 1024.0;
+  else if (unit == "M" || unit == "m") scale = 1024.0 * 1024;
+  else if (unit == "G" || unit == "g") scale = 1024.0 * 1024 * 1024;
+  else if (unit == "T" || unit == "t") scale = 1024.0 * 1024 * 1024 * 1024;
+  else return bad("has an unknown unit");
+  const double bytes = v * scale;
+  if (bytes >= 9.0e18) return bad("is too large");
+  return static_cast<uint64_t>(bytes);
 }
 
 // ---- SIGBUS on a mapped file that shrank --------------------------------------------------------

@@ -19,15 +19,26 @@
 
 namespace k3 {
 
-enum class Residency { kAuto, kMemory, kMapped };
+// kStreamed: a checkpoint's files are mapped for their headers and small tensors only; the
+// matrices are read with direct I/O into memory the weight store manages within a budget
+// (model/weight_store.h).  MappedFile itself knows only kMemory and kMapped.
+enum class Residency { kAuto, kMemory, kMapped, kStreamed };
 
-// "auto", "memory" or "mmap"; throws k3::Error naming the value otherwise.
+// "auto", "memory", "mmap" or "stream"; throws k3::Error naming the value otherwise.
 Residency parse_residency(const std::string& name);
 const char* residency_name(Residency r);
 // The process-wide choice for checkpoints opened without an explicit one (k3 --weights, or the
 // K3_WEIGHTS environment variable; default kAuto).
 void set_default_residency(Residency r);
 Residency default_residency();
+
+// The memory streamed weights may use (k3 --weight-budget, or K3_WEIGHT_BUDGET); 0 = not set
+// (kStreamed then takes 3/4 of the memory available).  A budget implies kStreamed.
+void set_default_weight_budget(uint64_t bytes);
+uint64_t default_weight_budget();
+// "64G", "1.5T", "512M", "4096" (bytes; K/M/G/T are powers of 1024, an optional trailing "B" or
+// "iB" is allowed) or "40%" (of the memory available now); throws k3::Error naming the text.
+uint64_t parse_byte_size(const std::string& text);
 
 class MappedFile {
  public:

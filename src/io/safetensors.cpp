@@ -157,6 +157,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path, Residency residency)
     tv.data = base + data_start + begin;
     tv.nbytes = static_cast<size_t>(end - begin);
     tv.file = &file_->path();
+    tv.offset = data_start + begin;
     auto [slot, inserted] = tensors_.emplace(name, std::move(tv));
     (void)inserted;
     spans.push_back({begin, end, &slot->first});

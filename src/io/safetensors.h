@@ -23,6 +23,7 @@ struct TensorView {
   const uint8_t* data = nullptr;
   size_t nbytes = 0;
   const std::string* file = nullptr;  // path of the file holding it
+  uint64_t offset = 0;                // where its bytes start in that file (for direct reads)
 
   int64_t numel() const;
   std::string shape_str() const;  // "[3072, 1792]"

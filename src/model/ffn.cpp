@@ -8,6 +8,7 @@
 #include "kernels/linear.h"
 #include "kernels/moe_route.h"
 #include "kernels/norm.h"
+#include "model/weight_store.h"
 
 namespace k3 {
 
@@ -36,7 +37,7 @@ void mlp_forward(const MlpWeights& w, const TextConfig& c, const float* x, int64
 }
 
 void moe_forward(const MoeWeights& w, const TextConfig& c, const float* x, int64_t n, float* y,
-                 std::vector<int32_t>* routes) {
+                 std::vector<int32_t>* routes, ExpertSource* source, int layer) {
   const int E = c.num_experts, K = c.top_k;
   const int64_t d = c.hidden_size;
   std::vector<int32_t> sel(n * K);
@@ -53,6 +54,16 @@ void moe_forward(const MoeWeights& w, const TextConfig& c, const float* x, int64
                  &weight[t * K]);
   }
   if (routes != nullptr) *routes = sel;
+
+  // The chosen experts, in index order; a streamed source starts reading them now.
+  std::vector<int32_t> chosen;
+  {
+    std::vector<bool> used(E, false);
+    for (int32_t e : sel) used[e] = true;
+    for (int e = 0; e < E; ++e)
+      if (used[e]) chosen.push_back(e);
+  }
+  if (source != nullptr) source->prefetch(layer, chosen);
 
   // Routed experts, grouped by expert so each expert's weights stream once per call; each
   // token accumulates its experts in expert-index order (independent of the batch).  A group of
@@ -82,28 +93,49 @@ void moe_forward(const MoeWeights& w, const TextConfig& c, const float* x, int64
   std::vector<Active> group;
   std::vector<float> zin_g, g, u, out_g;
   std::vector<LinearJob> jobs;
+  std::vector<int32_t> ids;
+  std::vector<const MlpWeights*> ews;
   auto run_group = [&] {
+    ids.clear();
+    for (const Active& a : group) ids.push_back(a.e);
+    if (source != nullptr) {
+      ews = source->acquire(layer, ids);
+    } else {
+      ews.clear();
+      for (const Active& a : group) ews.push_back(&w.experts[a.e]);
+    }
+    struct Release {  // the group's experts stay held while their products run
+      ExpertSource* s;
+      int layer;
+      const std::vector<int32_t>& ids;
+      ~Release() {
+        if (s != nullptr) s->release(layer, ids);
+      }
+    } release{source, layer, ids};
     int64_t in_size = 0, mid_size = 0;
-    for (const Active& a : group) {
+    for (size_t i = 0; i < group.size(); ++i) {
+      const Active& a = group[i];
       in_size = std::max(in_size, a.in_off + a.ne * inner);
-      mid_size = std::max(mid_size, a.mid_off + a.ne * w.experts[a.e].gate.rows);
+      mid_size = std::max(mid_size, a.mid_off + a.ne * ews[i]->gate.rows);
     }
     zin_g.resize(in_size);
     out_g.resize(in_size);
     g.resize(mid_size);
     u.resize(mid_size);
     jobs.clear();
-    for (const Active& a : group) {
+    for (size_t i = 0; i < group.size(); ++i) {
+      const Active& a = group[i];
       for (int64_t r = 0; r < a.ne; ++r)
         std::copy(zin + rows[a.e][r] * inner, zin + (rows[a.e][r] + 1) * inner, zin_g.begin() + a.in_off + r * inner);
-      const MlpWeights& ew = w.experts[a.e];
+      const MlpWeights& ew = *ews[i];
       jobs.push_back({&ew.gate, zin_g.data() + a.in_off, a.ne, g.data() + a.mid_off});
       jobs.push_back({&ew.up, zin_g.data() + a.in_off, a.ne, u.data() + a.mid_off});
     }
     linear_batch(jobs);
     jobs.clear();
-    for (const Active& a : group) {
-      const MlpWeights& ew = w.experts[a.e];
+    for (size_t i = 0; i < group.size(); ++i) {
+      const Active& a = group[i];
+      const MlpWeights& ew = *ews[i];
       glu(c, g.data() + a.mid_off, u.data() + a.mid_off, a.ne * ew.gate.rows);
       jobs.push_back({&ew.down, g.data() + a.mid_off, a.ne, out_g.data() + a.in_off});
     }
@@ -117,18 +149,18 @@ void moe_forward(const MoeWeights& w, const TextConfig& c, const float* x, int64
       }
     group.clear();
   };
+  const size_t max_group = source != nullptr ? static_cast<size_t>(std::max(1, source->max_held())) : SIZE_MAX;
   int64_t pairs = 0, in_off = 0, mid_off = 0;
-  for (int e = 0; e < E; ++e) {
+  for (int e : chosen) {
     const int64_t ne = static_cast<int64_t>(rows[e].size());
-    if (ne == 0) continue;
-    if (!group.empty() && pairs + ne > kMaxGroupPairs) {
+    if (!group.empty() && (pairs + ne > kMaxGroupPairs || group.size() >= max_group)) {
       run_group();
       pairs = in_off = mid_off = 0;
     }
     group.push_back({e, ne, in_off, mid_off});
     pairs += ne;
     in_off += ne * inner;
-    mid_off += ne * w.experts[e].gate.rows;
+    mid_off += ne * c.moe_intermediate_size;
   }
   if (!group.empty()) run_group();
   if (!w.latent_norm.empty()) rms_norm(acc.data(), n, inner, w.latent_norm.data(), c.rms_norm_eps, acc.data());

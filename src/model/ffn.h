@@ -11,11 +11,16 @@
 
 namespace k3 {
 
+class ExpertSource;
+
 // y = down(act(gate x, up x)) for n rows; act is SiTU-GLU or SiLU-GLU per the config.
 void mlp_forward(const MlpWeights& w, const TextConfig& c, const float* x, int64_t n, float* y);
 
-// routes (optional): receives [n * top_k] selected experts in selection order.
+// routes (optional): receives [n * top_k] selected experts in selection order.  experts
+// (optional): where the routed experts' weights come from (model/weight_store.h: a cache of
+// streamed experts, or checked on first use); without it, w.experts as bound.  layer: this
+// layer's index, for that source.
 void moe_forward(const MoeWeights& w, const TextConfig& c, const float* x, int64_t n, float* y,
-                 std::vector<int32_t>* routes = nullptr);
+                 std::vector<int32_t>* routes = nullptr, ExpertSource* experts = nullptr, int layer = 0);
 
 }  // namespace k3

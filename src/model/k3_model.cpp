@@ -1,9 +1,11 @@
 #include "model/k3_model.h"
 
 #include <algorithm>
+#include <mutex>
 
 #include "base/error.h"
 #include "base/profile.h"
+#include "io/available_memory.h"
 #include "kernels/attn_res.h"
 #include "kernels/linear.h"
 #include "kernels/norm.h"
@@ -13,13 +15,35 @@ namespace k3 {
 
 std::unique_ptr<Model> Model::load(const std::string& dir, const ModelOptions& options) {
   ModelConfig config = load_model_config(dir);
-  auto ckpt = std::make_unique<Checkpoint>(dir);
+  // A weight budget means streaming, whatever --weights says (except a header-only look).
+  Residency residency = options.residency.value_or(default_residency());
+  const uint64_t budget = options.weight_budget ? options.weight_budget : default_weight_budget();
+  if (budget > 0 && (!options.residency || *options.residency == Residency::kStreamed))
+    residency = Residency::kStreamed;
+  if (options.headers_only) residency = Residency::kMapped;
+  auto ckpt = std::make_unique<Checkpoint>(dir, residency);
   ModelWeights weights = bind_weights(*ckpt, config, options.bind);
   return std::unique_ptr<Model>(new Model(std::move(config), std::move(ckpt), std::move(weights), options));
 }
 
 Model::Model(ModelConfig config, std::unique_ptr<Checkpoint> ckpt, ModelWeights weights, ModelOptions options)
-    : config_(std::move(config)), checkpoint_(std::move(ckpt)), weights_(std::move(weights)), options_(options) {}
+    : config_(std::move(config)), checkpoint_(std::move(ckpt)), weights_(std::move(weights)), options_(options) {
+  switch (checkpoint_->residency()) {
+    case Residency::kStreamed: {
+      uint64_t budget = options_.weight_budget ? options_.weight_budget : default_weight_budget();
+      if (budget == 0) {
+        const uint64_t avail = available_memory_bytes();
+        K3_CHECK(avail > 0, checkpoint_->dir(),
+                 ": the memory available is unknown here, so streamed weights need --weight-budget");
+        budget = avail / 4 * 3;
+      }
+      store_ = std::make_unique<WeightStore>(*checkpoint_, weights_, config_.text, budget, options_.io_threads);
+      break;
+    }
+    case Residency::kMapped: mapped_ = std::make_unique<MappedExperts>(weights_); break;
+    default: break;  // kMemory: every scale was checked by bind_weights
+  }
+}
 
 void Model::check_context(int64_t tokens) const {
   const int64_t limit = config_.text.max_position_embeddings;
@@ -146,11 +170,24 @@ void Model::forward(std::span<const SequenceInput> batch, std::vector<float>* lo
     trace->routes.assign(c.num_layers, {});
   }
 
+  // Streamed weights: one forward call at a time reads through the store.
+  std::unique_lock<std::mutex> store_lock;
+  if (store_) store_lock = std::unique_lock<std::mutex>(store_->forward_mutex());
+  ExpertSource* experts = store_ ? static_cast<ExpertSource*>(store_.get()) : mapped_.get();
+
   ResidualStream stream(c, N, std::move(embedding));
   std::vector<float> h, normed(N * d), sub(N * d);
   int kda_index = 0, mla_index = 0;
   for (int l = 0; l < c.num_layers; ++l) {
-    const LayerWeights& L = weights_.layers[l];
+    struct LayerHold {  // the store's copy of layer l stays readable until the layer is done
+      WeightStore* s;
+      int l;
+      ~LayerHold() {
+        if (s) s->release_layer(l);
+      }
+    };
+    const LayerWeights& L = store_ ? store_->acquire_layer(l) : weights_.layers[l];
+    LayerHold hold{store_.get(), l};
     {
       ScopedPhase phase(Phase::kAttnRes);
       stream.attn_input(l, L, &h);
@@ -178,7 +215,8 @@ void Model::forward(std::span<const SequenceInput> batch, std::vector<float>* lo
       rms_norm(h.data(), N, d, L.post_norm.data(), c.rms_norm_eps, normed.data());
     }
     if (L.moe) {
-      moe_forward(L.moe_w, c, normed.data(), N, sub.data(), trace != nullptr ? &trace->routes[l] : nullptr);
+      moe_forward(L.moe_w, c, normed.data(), N, sub.data(), trace != nullptr ? &trace->routes[l] : nullptr, experts,
+                  l);
     } else {
       ScopedPhase phase(Phase::kDense);
       mlp_forward(L.dense, c, normed.data(), N, sub.data());
@@ -208,7 +246,16 @@ void Model::forward(std::span<const SequenceInput> batch, std::vector<float>* lo
     rms_norm(&h[rows[i] * d], 1, d, weights_.final_norm.data(), c.rms_norm_eps, &picked[i * d]);
   const size_t base = logits->size();
   logits->resize(base + rows.size() * static_cast<size_t>(c.vocab_size));
-  linear(weights_.lm_head, picked.data(), static_cast<int64_t>(rows.size()), logits->data() + base);
+  if (store_) {
+    const Matrix& head = store_->acquire_head();
+    struct HeadHold {
+      WeightStore* s;
+      ~HeadHold() { s->release_head(); }
+    } hold{store_.get()};
+    linear(head, picked.data(), static_cast<int64_t>(rows.size()), logits->data() + base);
+  } else {
+    linear(weights_.lm_head, picked.data(), static_cast<int64_t>(rows.size()), logits->data() + base);
+  }
 }
 
 }  // namespace k3

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "model/kda_layer.h"
 #include "model/mla_layer.h"
 #include "model/sequence_state.h"
+#include "model/weight_store.h"
 #include "model/weights.h"
 
 namespace k3 {
@@ -38,6 +40,15 @@ struct ModelOptions {
   KdaOptions kda;
   MlaOptions mla;
   BindOptions bind;
+  // Where the weights live (io/mapped_file.h) and, when streamed, the bytes the weight store may
+  // use; unset / 0: the process-wide choice (--weights, --weight-budget).  A budget implies
+  // kStreamed.
+  std::optional<Residency> residency;
+  uint64_t weight_budget = 0;
+  int io_threads = 0;  // the weight store's readers (0: its default)
+  // Headers only: the checkpoint is mapped, nothing but small tensors is read and no weight
+  // store is set up (k3 inspect).  The model can still run, from the page cache.
+  bool headers_only = false;
   // kF32: exact fp32 math (default).  kBf16: products with bf16 weights round their
   // activations to bf16 and use AVX512-BF16 dot products (kernels/linear.h); kBf16All: the
   // MXFP4 experts' products too.  Faster prefill; tests/model/precision_test.cpp reports each
@@ -54,8 +65,11 @@ class Model {
   const TextConfig& text() const { return config_.text; }
   const ModelWeights& weights() const { return weights_; }
   ModelOptions& options() { return options_; }
-  // Where the checkpoint's bytes live (io/mapped_file.h): kMemory or kMapped, as resolved.
+  // Where the checkpoint's bytes live (io/mapped_file.h): kMemory, kMapped or kStreamed.
   Residency weights_residency() const { return checkpoint_->residency(); }
+  const Checkpoint& checkpoint() const { return *checkpoint_; }
+  // The weight store when weights are streamed (kStreamed), else nullptr.
+  WeightStore* weight_store() const { return store_.get(); }
 
   // A fresh sequence that may hold up to max_tokens (0 = max_position_embeddings; more is capped).
   SequenceState new_sequence(int64_t max_tokens = 0) const;
@@ -74,6 +88,8 @@ class Model {
   std::unique_ptr<Checkpoint> checkpoint_;
   ModelWeights weights_;
   ModelOptions options_;
+  std::unique_ptr<WeightStore> store_;      // kStreamed
+  std::unique_ptr<MappedExperts> mapped_;   // kMapped: experts checked on first use
 };
 
 }  // namespace k3

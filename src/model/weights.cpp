@@ -71,7 +71,9 @@ class Binder {
     if (scale->dtype != DType::kU8) ok = wrong_dtype(*scale, "U8");
     if (!ok) return m;
     bool zero_free = false;
-    if (opt_.verify_mxfp4_scales) {
+    // In memory the scan is cheap; a mapped or streamed checkpoint's experts are checked when
+    // first read (model/weight_store.h), so that loading reads none of their bytes.
+    if (opt_.verify_mxfp4_scales && ckpt_.residency() == Residency::kMemory) {
       const Mxfp4ScaleScan scan = scan_mxfp4_scales(scale->data, scale->nbytes);
       const int64_t bad = scan.first_nan;
       zero_free = !scan.has_zero;

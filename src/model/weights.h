@@ -82,7 +82,9 @@ struct ModelWeights {
 };
 
 struct BindOptions {
-  bool verify_mxfp4_scales = true;  // scan every E8M0 scale for 0xFF (NaN), noting zero-free matrices
+  // Scan every E8M0 scale for 0xFF (NaN) at bind time, noting zero-free matrices: done for a
+  // checkpoint read into memory only; mapped and streamed experts are checked on first use.
+  bool verify_mxfp4_scales = true;
 };
 
 // Throws k3::Error listing every problem found.

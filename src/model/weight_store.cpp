@@ -1,0 +1,579 @@
+#include "model/weight_store.h"
+
+#include <sys/mman.h>
+
+#include <thread>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "base/progress.h"
+#include "kernels/mxfp4.h"
+
+namespace k3 {
+namespace {
+
+constexpr uint64_t kAlign = ExtentReader::kAlign;
+// Pieces of one unit closer than this in a file are read as one extent (reading the gap costs
+// less than another request).
+constexpr uint64_t kMergeGap = uint64_t{1} << 20;
+
+uint64_t align_down(uint64_t v) { return v / kAlign * kAlign; }
+uint64_t align_up(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+
+// Every trunk matrix of a layer (the routed experts excluded), always in the same order.
+template <class Layer, class F>
+void visit_trunk(Layer& L, F&& f) {
+  auto& k = L.kda;
+  for (auto* m : {&k.q, &k.k, &k.v, &k.f_a, &k.f_b, &k.b, &k.g, &k.g_a, &k.g_b, &k.o}) f(*m);
+  auto& a = L.mla;
+  for (auto* m : {&a.q_a, &a.q_b, &a.kv_a, &a.kv_b, &a.g, &a.o}) f(*m);
+  for (auto* m : {&L.dense.gate, &L.dense.up, &L.dense.down}) f(*m);
+  auto& e = L.moe_w;
+  for (auto* m : {&e.router, &e.latent_down, &e.latent_up, &e.shared.gate, &e.shared.up, &e.shared.down}) f(*m);
+}
+
+template <class M, class F>
+void visit_expert(M& e, F&& f) {
+  for (auto* m : {&e.gate, &e.up, &e.down}) f(*m);
+}
+
+// Anonymous memory for weights, in 2 MiB pages where the kernel gives them.
+uint8_t* map_weight_memory(uint64_t bytes, const char* what) {
+  if (bytes == 0) return nullptr;
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) fail("cannot allocate ", bytes >> 20, " MiB for the ", what, ": ", std::strerror(errno));
+  ::madvise(p, bytes, MADV_HUGEPAGE);
+  return static_cast<uint8_t*>(p);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Throws k3::Error naming the tensor when one of the expert's scales is NaN (0xFF).
+void check_expert_scales(const MlpWeights& w, int layer, int e, bool* zero_free) {
+  const char* names[3] = {"w1", "w3", "w2"};
+  int k = 0;
+  for (const Matrix* m : {&w.gate, &w.up, &w.down}) {
+    const int i = k++;
+    zero_free[i] = false;
+    if (m->format != WeightFormat::kMxfp4 || m->scales == nullptr) continue;
+    const Mxfp4ScaleScan scan = scan_mxfp4_scales(m->scales, m->scale_bytes());
+    if (scan.first_nan >= 0) {
+      const int64_t groups = m->cols / 32;
+      fail("tensor 'layers.", layer, ".block_sparse_moe.experts.", e, ".", names[i],
+           ".weight_scale': E8M0 scale 0xFF (NaN) at row ", scan.first_nan / groups, ", group ",
+           scan.first_nan % groups);
+    }
+    zero_free[i] = !scan.has_zero;
+  }
+}
+
+}  // namespace
+
+MappedExperts::MappedExperts(const ModelWeights& w) : w_(w) {
+  for (const LayerWeights& L : w.layers) {
+    const size_t n = L.moe_w.experts.size();
+    checked_.push_back(std::make_unique<std::atomic<bool>[]>(n));
+    for (size_t i = 0; i < n; ++i) checked_.back()[i].store(false, std::memory_order_relaxed);
+  }
+}
+
+std::vector<const MlpWeights*> MappedExperts::acquire(int layer, std::span<const int32_t> experts) {
+  std::vector<const MlpWeights*> out;
+  for (int32_t e : experts) {
+    const MlpWeights& w = w_.layers[layer].moe_w.experts[e];
+    std::atomic<bool>& done = checked_[layer][e];
+    if (!done.load(std::memory_order_acquire)) {
+      bool zero_free[3];
+      check_expert_scales(w, layer, e, zero_free);
+      done.store(true, std::memory_order_release);
+    }
+    out.push_back(&w);
+  }
+  return out;
+}
+
+WeightStore::WeightStore(const Checkpoint& ckpt, const ModelWeights& weights, const TextConfig& c, uint64_t budget,
+                         int io_threads)
+    : w_(weights), c_(c) {
+  const std::vector<std::string> paths = ckpt.shard_paths();
+  for (size_t i = 0; i < paths.size(); ++i) file_index_[paths[i]] = static_cast<int>(i);
+  for (const auto& [name, view] : ckpt.tensors()) {
+    auto it = file_index_.find(*view->file);
+    if (it == file_index_.end() || view->nbytes == 0) continue;
+    tensor_of_[view->data] = Piece{view->data, it->second, view->offset, view->nbytes};
+  }
+
+  // Trunk units: each layer, then the head (lm_head; the embedding is read a row at a time
+  // through the mapping).
+  auto pieces_of = [&](const Matrix& m, std::vector<Piece>* out) {
+    for (const void* p : {m.data, static_cast<const void*>(m.scales)}) {
+      if (p == nullptr) continue;
+      auto it = tensor_of_.find(p);
+      // Absent: a small tensor bind_weights copied to realign; it is in memory already.
+      out->push_back(it == tensor_of_.end() ? Piece{p, -1, 0, 0} : it->second);
+    }
+  };
+  for (int l = 0; l <= c.num_layers; ++l) {
+    std::vector<Piece> pieces;
+    if (l < c.num_layers) visit_trunk(w_.layers[l], [&](const Matrix& m) { pieces_of(m, &pieces); });
+    else pieces_of(w_.lm_head, &pieces);
+    unit_plans_.push_back(make_plan(pieces));
+  }
+  for (const Plan& p : unit_plans_) {
+    stats_.trunk_bytes += p.bytes;
+    stats_.largest_unit = std::max(stats_.largest_unit, p.bytes);
+  }
+  // Expert slots: the largest expert of the checkpoint.
+  int64_t expert_count = 0;
+  for (int l = 0; l < c.num_layers; ++l) {
+    const auto& experts = w_.layers[l].moe_w.experts;
+    for (int e = 0; e < static_cast<int>(experts.size()); ++e) {
+      const Plan& p = expert_plan(l, e);
+      stats_.expert_slot_bytes = std::max(stats_.expert_slot_bytes, p.bytes);
+      stats_.expert_bytes_total += p.bytes;
+      ++expert_count;
+    }
+  }
+  expert_plans_.clear();  // rebuilt on demand: 82k plans are not worth keeping for the few in use
+  const int min_slots = expert_count > 0 ? std::max(8, 2 * c.top_k) : 0;
+  const uint64_t min_cache = static_cast<uint64_t>(min_slots) * stats_.expert_slot_bytes;
+  stats_.budget = budget;
+  stats_.minimum_budget = stats_.largest_unit + min_cache;
+  if (budget < stats_.minimum_budget)
+    fail("a weight budget of ", budget >> 20, " MiB is too small for this checkpoint: it needs at least ",
+         (stats_.minimum_budget + (1 << 20) - 1) >> 20, " MiB (its largest layer, ", stats_.largest_unit >> 20,
+         " MiB, and ", min_slots, " expert slots of ", stats_.expert_slot_bytes >> 10, " KiB)");
+
+  // Placement: the trunk resident when it fits beside the minimal cache, else a ring of up to
+  // two of its largest units; the experts get the rest.
+  stats_.trunk_resident = stats_.trunk_bytes + min_cache <= budget;
+  if (stats_.trunk_resident) {
+    trunk_mem_bytes_ = stats_.trunk_bytes;
+  } else {
+    trunk_mem_bytes_ = std::min(budget - min_cache, 2 * stats_.largest_unit);
+    stats_.ring_bytes = trunk_mem_bytes_;
+  }
+  const uint64_t cache_bytes = budget - trunk_mem_bytes_;
+  int64_t slots = stats_.expert_slot_bytes ? static_cast<int64_t>(cache_bytes / stats_.expert_slot_bytes) : 0;
+  slots = std::min<int64_t>(slots, expert_count);
+  stats_.expert_slots = static_cast<int>(slots);
+  max_held_ = std::max(1, stats_.expert_slots / 2);
+
+  reader_ = std::make_unique<ExtentReader>(paths, io_threads);
+  stats_.direct_io = reader_->direct();
+  stats_.io_threads = io_threads > 0 ? io_threads : 4;
+  trunk_mem_ = map_weight_memory(trunk_mem_bytes_, "trunk weights");
+  slot_mem_bytes_ = static_cast<uint64_t>(slots) * stats_.expert_slot_bytes;
+  try {
+    slot_mem_ = map_weight_memory(slot_mem_bytes_, "expert cache");
+  } catch (...) {
+    ::munmap(trunk_mem_, trunk_mem_bytes_);
+    throw;
+  }
+  slots_.resize(static_cast<size_t>(slots));
+  slot_of_.reserve(slots_.size());
+
+  log_info("weight store: budget ", budget >> 20, " MiB; trunk ", stats_.trunk_bytes >> 20, " MiB ",
+           stats_.trunk_resident ? "resident" : cat("streamed through a ", trunk_mem_bytes_ >> 20, " MiB ring"),
+           "; ", slots, " expert slots of ", stats_.expert_slot_bytes >> 10, " KiB (", slot_mem_bytes_ >> 20,
+           " MiB, ", expert_count, " experts in the checkpoint); ", reader_->direct() ? "direct I/O" : "buffered I/O");
+
+  if (stats_.trunk_resident) {
+    // Read every unit now, all at once (the readers take them in order).
+    Progress progress("reading the trunk", trunk_mem_bytes_ >> 20, "MiB");
+    std::vector<uint64_t> offsets;
+    uint64_t off = 0;
+    auto ticket = std::make_shared<ExtentReader::Ticket>();
+    for (const Plan& p : unit_plans_) {
+      offsets.push_back(off);
+      submit(p, trunk_mem_ + off, ticket, false);
+      off += p.bytes;
+    }
+    while (!ticket->done()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      progress.set(reader_->bytes_read() >> 20);
+    }
+    ticket->wait();
+    progress.finish();
+    for (int l = 0; l < c.num_layers; ++l)
+      resident_layers_.push_back(std::make_unique<LayerWeights>(relocate_layer(l, trunk_mem_ + offsets[l])));
+    resident_head_ = relocate_head(trunk_mem_ + offsets[c.num_layers]);
+    stats_.trunk_bytes_read = reader_->bytes_read();
+  }
+}
+
+WeightStore::~WeightStore() {
+  // Reads in flight write into the buffers: wait for them before unmapping.
+  for (Loaded& u : ring_)
+    if (u.ticket) {
+      try {
+        u.ticket->wait();
+      } catch (const Error&) {
+      }
+    }
+  for (Slot& s : slots_)
+    if (s.ticket) {
+      try {
+        s.ticket->wait();
+      } catch (const Error&) {
+      }
+    }
+  reader_.reset();
+  if (trunk_mem_) ::munmap(trunk_mem_, trunk_mem_bytes_);
+  if (slot_mem_) ::munmap(slot_mem_, slot_mem_bytes_);
+}
+
+WeightStore::Plan WeightStore::make_plan(std::vector<Piece>& pieces) const {
+  Plan plan;
+  std::vector<size_t> order(pieces.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return pieces[a].file != pieces[b].file ? pieces[a].file < pieces[b].file : pieces[a].offset < pieces[b].offset;
+  });
+  plan.piece_offsets.assign(pieces.size(), UINT64_MAX);
+  for (size_t i : order) {
+    Piece& p = pieces[i];
+    if (p.file < 0) continue;  // resident already
+    const uint64_t b = align_down(p.offset), e = align_up(p.offset + p.bytes);
+    if (!plan.extents.empty() && plan.extents.back().file == p.file && b <= plan.extents.back().end + kMergeGap) {
+      Extent& x = plan.extents.back();
+      const uint64_t new_end = std::max(x.end, e);
+      plan.bytes += new_end - x.end;
+      x.end = new_end;
+    } else {
+      plan.extents.push_back({p.file, b, e, plan.bytes});
+      plan.bytes += e - b;
+    }
+    const Extent& x = plan.extents.back();
+    plan.piece_offsets[i] = x.buf_off + (p.offset - x.begin);
+  }
+  return plan;
+}
+
+void WeightStore::submit(const Plan& plan, uint8_t* base, const std::shared_ptr<ExtentReader::Ticket>& t,
+                         bool urgent) {
+  for (const Extent& x : plan.extents) reader_->read(x.file, x.begin, x.end - x.begin, base + x.buf_off, t, urgent);
+}
+
+LayerWeights WeightStore::relocate_layer(int l, uint8_t* base) const {
+  LayerWeights L = w_.layers[l];
+  L.moe_w.experts.clear();  // experts come from the cache
+  const Plan& plan = unit_plans_[l];
+  size_t i = 0;
+  auto move = [&](const void*& p) {
+    if (p == nullptr) return;
+    const uint64_t off = plan.piece_offsets[i++];
+    if (off != UINT64_MAX) p = base + off;
+  };
+  visit_trunk(L, [&](Matrix& m) {
+    move(m.data);
+    const void* s = m.scales;
+    move(s);
+    m.scales = static_cast<const uint8_t*>(s);
+  });
+  return L;
+}
+
+Matrix WeightStore::relocate_head(uint8_t* base) const {
+  Matrix m = w_.lm_head;
+  const Plan& plan = unit_plans_.back();
+  size_t i = 0;
+  if (m.data != nullptr && plan.piece_offsets[i] != UINT64_MAX) m.data = base + plan.piece_offsets[i];
+  if (m.data != nullptr) ++i;
+  if (m.scales != nullptr && plan.piece_offsets[i] != UINT64_MAX)
+    m.scales = base + plan.piece_offsets[i];
+  return m;
+}
+
+// ---- trunk ring --------------------------------------------------------------------------------
+
+void WeightStore::wait_ticket(ExtentReader::Ticket& t) {
+  if (t.done()) {
+    t.wait();  // rethrows a failure
+    return;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  t.wait();
+  stats_.io_wait_seconds += seconds_since(t0);
+}
+
+void WeightStore::drain_ring() {
+  for (Loaded& u : ring_) {
+    try {
+      u.ticket->wait();
+    } catch (const Error&) {
+      // The unit is dropped anyway.
+    }
+  }
+  ring_.clear();
+  ring_tail_ = 0;
+}
+
+void WeightStore::top_up() {
+  // Start reading the next units in use order while the ring has room for them.
+  for (;;) {
+    const int u = next_unit_;
+    if (!ring_.empty() && ring_.back().unit != (u + units() - 1) % units()) return;
+    if (!ring_.empty() && ring_.size() >= static_cast<size_t>(units())) return;
+    const uint64_t need = unit_plans_[u].bytes;
+    uint64_t at;
+    if (ring_.empty()) {
+      at = 0;
+    } else {
+      const uint64_t head = ring_.front().off;
+      const uint64_t tail = ring_tail_;
+      if (tail > head) {
+        if (tail + need <= trunk_mem_bytes_) at = tail;
+        else if (need <= head) at = 0;
+        else return;
+      } else {
+        if (tail + need <= head) at = tail;
+        else return;
+      }
+    }
+    Loaded x;
+    x.unit = u;
+    x.off = at;
+    x.bytes = need;
+    x.ticket = std::make_shared<ExtentReader::Ticket>();
+    submit(unit_plans_[u], trunk_mem_ + at, x.ticket, false);
+    ring_.push_back(std::move(x));
+    ring_tail_ = at + need;
+    next_unit_ = (u + 1) % units();
+  }
+}
+
+WeightStore::Loaded& WeightStore::take_unit(int unit) {
+  // Drop units read ahead for another order (a call that failed part-way, or a first call).
+  while (!ring_.empty() && ring_.front().unit != unit) {
+    bool later = false;
+    for (const Loaded& u : ring_) later = later || u.unit == unit;
+    if (!later) {
+      drain_ring();
+      break;
+    }
+    try {
+      ring_.front().ticket->wait();
+    } catch (const Error&) {
+    }
+    ring_.pop_front();
+  }
+  if (ring_.empty()) next_unit_ = unit;
+  top_up();
+  K3_CHECK(!ring_.empty() && ring_.front().unit == unit, "weight store: cannot place layer ", unit,
+           " in the trunk ring");
+  Loaded& x = ring_.front();
+  if (!x.ready) {
+    wait_ticket(*x.ticket);
+    stats_.trunk_bytes_read += x.bytes;
+    if (unit < c_.num_layers) x.layer = std::make_unique<LayerWeights>(relocate_layer(unit, trunk_mem_ + x.off));
+    else x.head = relocate_head(trunk_mem_ + x.off);
+    x.ready = true;
+  }
+  return x;
+}
+
+const LayerWeights& WeightStore::acquire_layer(int l) {
+  K3_CHECK(l >= 0 && l < c_.num_layers, "weight store: no layer ", l);
+  if (stats_.trunk_resident) return *resident_layers_[l];
+  return *take_unit(l).layer;
+}
+
+void WeightStore::release_layer(int l) {
+  if (stats_.trunk_resident) return;
+  if (!ring_.empty() && ring_.front().unit == l) ring_.pop_front();
+  if (ring_.empty()) ring_tail_ = 0;
+  top_up();
+}
+
+const Matrix& WeightStore::acquire_head() {
+  if (stats_.trunk_resident) return resident_head_;
+  return take_unit(c_.num_layers).head;
+}
+
+void WeightStore::release_head() { release_layer(c_.num_layers); }
+
+// ---- expert cache ------------------------------------------------------------------------------
+
+const WeightStore::Plan& WeightStore::expert_plan(int layer, int e) {
+  const int64_t key = static_cast<int64_t>(layer) * c_.num_experts + e;
+  auto it = expert_plans_.find(key);
+  if (it != expert_plans_.end()) return it->second;
+  std::vector<Piece> pieces;
+  visit_expert(w_.layers[layer].moe_w.experts[e], [&](const Matrix& m) {
+    for (const void* p : {m.data, static_cast<const void*>(m.scales)}) {
+      if (p == nullptr) continue;
+      auto t = tensor_of_.find(p);
+      pieces.push_back(t == tensor_of_.end() ? Piece{p, -1, 0, 0} : t->second);
+    }
+  });
+  if (expert_plans_.size() > 4096) expert_plans_.clear();
+  return expert_plans_.emplace(key, make_plan(pieces)).first->second;
+}
+
+int WeightStore::find_victim() {
+  // The unheld slot with the lowest score: its last use, plus a bonus per earlier use (capped),
+  // so that experts the router keeps choosing outlive ones used once.  Empty slots first; slots
+  // whose read is still in flight are passed over.
+  const uint64_t bonus = static_cast<uint64_t>(std::max(1, c_.top_k)) * static_cast<uint64_t>(c_.num_layers);
+  int best = -1;
+  uint64_t best_score = UINT64_MAX;
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    const Slot& s = slots_[i];
+    if (s.pins > 0) continue;
+    if (s.key < 0) return static_cast<int>(i);
+    if (s.ticket && !s.ticket->done()) continue;
+    const uint64_t score = s.last_use + bonus * std::min<uint32_t>(s.uses, 8);
+    if (score < best_score) {
+      best_score = score;
+      best = static_cast<int>(i);
+    }
+  }
+  return best;
+}
+
+void WeightStore::start_expert_read(int slot, int layer, int e) {
+  Slot& s = slots_[slot];
+  if (s.key >= 0) slot_of_.erase(s.key);
+  if (s.ticket) {
+    try {
+      s.ticket->wait();
+    } catch (const Error&) {
+    }
+  }
+  const int64_t key = static_cast<int64_t>(layer) * c_.num_experts + e;
+  const Plan& plan = expert_plan(layer, e);
+  uint8_t* base = slot_mem_ + static_cast<uint64_t>(slot) * stats_.expert_slot_bytes;
+  s.key = key;
+  s.uses = 0;
+  s.checked = false;
+  s.ticket = std::make_shared<ExtentReader::Ticket>();
+  s.w = w_.layers[layer].moe_w.experts[e];
+  size_t i = 0;
+  visit_expert(s.w, [&](Matrix& m) {
+    if (m.data != nullptr && plan.piece_offsets[i] != UINT64_MAX) m.data = base + plan.piece_offsets[i];
+    if (m.data != nullptr) ++i;
+    if (m.scales != nullptr && plan.piece_offsets[i] != UINT64_MAX) m.scales = base + plan.piece_offsets[i];
+    if (m.scales != nullptr) ++i;
+  });
+  submit(plan, base, s.ticket, true);
+  stats_.expert_bytes_read += plan.bytes;
+  slot_of_[key] = slot;
+}
+
+void WeightStore::prefetch(int layer, std::span<const int32_t> experts) {
+  for (int32_t e : experts) {
+    const int64_t key = static_cast<int64_t>(layer) * c_.num_experts + e;
+    auto it = slot_of_.find(key);
+    if (it != slot_of_.end()) {
+      ++stats_.expert_hits;
+      slots_[it->second].last_use = ++tick_;
+      continue;
+    }
+    ++stats_.expert_misses;
+    const int victim = find_victim();
+    if (victim < 0) continue;  // every slot is held or in flight: acquire() reads it later
+    start_expert_read(victim, layer, e);
+    slots_[victim].last_use = ++tick_;
+  }
+}
+
+void WeightStore::check_expert(Slot& s, int layer, int e) {
+  auto forget = [&] {  // a slot whose bytes failed is read again next time
+    slot_of_.erase(s.key);
+    s.key = -1;
+    s.checked = false;
+  };
+  try {
+    wait_ticket(*s.ticket);
+  } catch (...) {
+    forget();
+    throw;
+  }
+  if (s.checked) return;
+  bool zero_free[3];
+  try {
+    check_expert_scales(s.w, layer, e, zero_free);
+  } catch (const Error& err) {
+    forget();
+    const Matrix& t = w_.layers[layer].moe_w.experts[e].gate;
+    auto it = tensor_of_.find(t.data);
+    fail(it != tensor_of_.end() ? reader_->path(it->second.file) + ": " : std::string(), err.what());
+  }
+  s.w.gate.scales_zero_free = zero_free[0];
+  s.w.up.scales_zero_free = zero_free[1];
+  s.w.down.scales_zero_free = zero_free[2];
+  s.checked = true;
+}
+
+std::vector<const MlpWeights*> WeightStore::acquire(int layer, std::span<const int32_t> experts) {
+  K3_CHECK(static_cast<int>(experts.size()) <= max_held_, "weight store: ", experts.size(),
+           " experts asked at once, more than the ", max_held_, " it may hold");
+  std::vector<int> held;
+  auto unpin = [&] {
+    for (int s : held) --slots_[s].pins;
+  };
+  try {
+    for (int32_t e : experts) {
+      const int64_t key = static_cast<int64_t>(layer) * c_.num_experts + e;
+      auto it = slot_of_.find(key);
+      int slot;
+      if (it != slot_of_.end()) {
+        slot = it->second;
+      } else {
+        ++stats_.expert_misses;
+        slot = find_victim();
+        if (slot < 0) {
+          // Every unheld slot is still being read: wait for those reads, then choose again.
+          for (Slot& s : slots_)
+            if (s.pins == 0 && s.ticket) wait_ticket(*s.ticket);
+          slot = find_victim();
+        }
+        K3_CHECK(slot >= 0, "weight store: no free expert slot");
+        start_expert_read(slot, layer, e);
+      }
+      Slot& s = slots_[slot];
+      ++s.pins;
+      held.push_back(slot);
+      s.last_use = ++tick_;
+      ++s.uses;
+    }
+    std::vector<const MlpWeights*> out;
+    for (size_t i = 0; i < experts.size(); ++i) {
+      check_expert(slots_[held[i]], layer, experts[i]);
+      out.push_back(&slots_[held[i]].w);
+    }
+    return out;
+  } catch (...) {
+    unpin();
+    throw;
+  }
+}
+
+void WeightStore::release(int layer, std::span<const int32_t> experts) {
+  for (int32_t e : experts) {
+    auto it = slot_of_.find(static_cast<int64_t>(layer) * c_.num_experts + e);
+    if (it != slot_of_.end() && slots_[it->second].pins > 0) --slots_[it->second].pins;
+  }
+}
+
+WeightStoreStats WeightStore::stats() const {
+  WeightStoreStats s = stats_;
+  s.bytes_read = reader_->bytes_read() - bytes_read_base_;
+  return s;
+}
+
+void WeightStore::reset_counters() {
+  bytes_read_base_ = reader_->bytes_read();
+  stats_.trunk_bytes_read = stats_.expert_bytes_read = 0;
+  stats_.expert_hits = stats_.expert_misses = 0;
+  stats_.io_wait_seconds = 0;
+}
+
+}  // namespace k3
