@@ -101,10 +101,33 @@ class OutputFile {
   OutputFile(const OutputFile&) = delete;
   OutputFile& operator=(const OutputFile&) = delete;
 
-  void put(const void* p, size_t n) { write_fully(fd_, p, n, path_); }
+  void put(const void* p, size_t n) {
+    write_fully(fd_, p, n, path_);
+    size_ += n;
+  }
+
+  // n zero bytes: a hole in the temporary (lseek past it, the size fixed at commit), written
+  // out for output written in place, where seeking may be impossible (a FIFO) or land elsewhere
+  // (an O_APPEND stdout).
+  void skip(uint64_t n) {
+    if (tmp_.empty()) {
+      static const std::vector<uint8_t> zeros(size_t{1} << 20, 0);
+      for (uint64_t left = n; left != 0;) {
+        const size_t k = static_cast<size_t>(std::min<uint64_t>(left, zeros.size()));
+        write_fully(fd_, zeros.data(), k, path_);
+        left -= k;
+      }
+    } else if (n != 0 && ::lseek(fd_, static_cast<off_t>(n), SEEK_CUR) < 0) {
+      fail(path_, ": cannot seek past a hole of ", n, " bytes: ", std::strerror(errno));
+    }
+    size_ += n;
+  }
 
   void commit() {
     if (!tmp_.empty()) {
+      // A trailing hole has no bytes written after it: the size says where the file ends.
+      if (::ftruncate(fd_, static_cast<off_t>(size_)) != 0)
+        fail(path_, ": cannot set the file size to ", size_, " bytes: ", std::strerror(errno));
       if (::fchmod(fd_, mode_) != 0) fail(path_, ": cannot set permissions: ", std::strerror(errno));
       if (::fsync(fd_) != 0) fail(path_, ": write failed (fsync): ", std::strerror(errno));
     }
@@ -123,17 +146,19 @@ class OutputFile {
   std::string tmp_;     // the temporary while it exists (removed by the destructor)
   mode_t mode_ = 0644;
   int fd_ = -1;
+  uint64_t size_ = 0;  // bytes put or skipped so far
 };
 
 }  // namespace
 
 void SafetensorsWriter::add(const std::string& name, DType dtype, std::vector<int64_t> shape, Fill fill) {
-  for (const Entry& e : entries_) K3_CHECK(e.name != name, "safetensors writer: tensor '", name, "' added twice");
+  K3_CHECK(!names_.contains(name), "safetensors writer: tensor '", name, "' added twice");
   uint64_t n = dtype_size(dtype);
   for (int64_t d : shape) {
     K3_CHECK(d >= 0, "safetensors writer: tensor '", name, "' has a negative dimension");
     n *= static_cast<uint64_t>(d);
   }
+  names_.insert(name);
   entries_.push_back({name, dtype, std::move(shape), n, std::move(fill)});
 }
 
@@ -192,13 +217,23 @@ void SafetensorsWriter::write(const std::string& path, const std::function<void(
   out.put(text.data(), text.size());
   std::vector<uint8_t> buf;
   for (const Entry* e : order) {
-    buf.assign(e->nbytes, 0);
-    if (e->fill) e->fill(buf.data(), buf.size());
-    out.put(buf.data(), buf.size());
+    if (e->fill) {
+      buf.assign(e->nbytes, 0);
+      e->fill(buf.data(), buf.size());
+      out.put(buf.data(), buf.size());
+    } else {
+      out.skip(e->nbytes);
+    }
     if (on_tensor) on_tensor(e->nbytes);
   }
   buf.clear();
   buf.shrink_to_fit();
+  out.commit();
+}
+
+void write_file_atomically(const std::string& path, std::string_view data) {
+  OutputFile out(path);
+  out.put(data.data(), data.size());
   out.commit();
 }
 

@@ -1,13 +1,18 @@
 // Writing safetensors files.  Tensors are declared first (name, dtype, shape, and a function
 // that fills the bytes); write() lays them out contiguously with the widest element types first
-// so every tensor is naturally aligned, then streams them one at a time (a checkpoint never has
-// to fit in memory at once).
+// (tensors of one element size keep their declaration order, so tensors declared together stay
+// adjacent) so every tensor is naturally aligned, then streams them one at a time (a checkpoint
+// never has to fit in memory at once).  A tensor without a fill function is all zeros and is left
+// as a hole in the file (nothing written, no disk blocks), so a file of only such tensors costs
+// its header on disk whatever its size.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
+#include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "io/dtype.h"
@@ -18,6 +23,7 @@ class SafetensorsWriter {
  public:
   using Fill = std::function<void(uint8_t* dst, size_t nbytes)>;
 
+  // `fill` may be empty: the tensor is zeros, written as a file hole.
   void add(const std::string& name, DType dtype, std::vector<int64_t> shape, Fill fill);
   // Convenience: copies the given bytes (must equal shape x dtype size).
   void add_bytes(const std::string& name, DType dtype, std::vector<int64_t> shape, std::vector<uint8_t> bytes);
@@ -36,7 +42,9 @@ class SafetensorsWriter {
   // (its target is replaced); a dangling symlink is refused.  An existing non-regular file (a
   // device such as /dev/null, a FIFO, /dev/stdout) is written in place, never replaced.  An empty
   // path or a directory is refused.  Throws k3::Error naming the path and the system's reason.
-  // `on_tensor` is called after each tensor is written (for progress).
+  // `on_tensor` is called after each tensor is written (for progress).  Tensors without a fill
+  // are holes in the temporary file (its size set by ftruncate); output written in place (a
+  // device, a FIFO, /dev/stdout) gets their zeros written out instead.
   void write(const std::string& path, const std::function<void(uint64_t bytes)>& on_tensor = {}) const;
 
  private:
@@ -48,7 +56,12 @@ class SafetensorsWriter {
     Fill fill;
   };
   std::vector<Entry> entries_;
+  std::unordered_set<std::string> names_;  // duplicate check without a scan per add
   std::map<std::string, std::string> metadata_{{"format", "pt"}};
 };
+
+// Writes `data` to `path` with the same atomic replacement as SafetensorsWriter::write (a
+// temporary beside it, renamed over it once complete).  Throws k3::Error naming the path.
+void write_file_atomically(const std::string& path, std::string_view data);
 
 }  // namespace k3
