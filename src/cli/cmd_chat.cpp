@@ -56,6 +56,7 @@ int chat(const std::string& dir, ChatSessionOptions opt) {
   auto model = Model::load(dir);
   model->check_context(opt.context);
   const Tokenizer tokenizer = Tokenizer::from_model_dir(dir);
+  check_tokenizer_against_config(tokenizer, model->config());
   std::unique_ptr<VisionModel> vision;
   if (model->config().has_vision) vision = load_vision_for(*model, dir);
   ChatSession session(*model, tokenizer, opt, vision.get());

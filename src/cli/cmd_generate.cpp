@@ -88,6 +88,7 @@ void add_generate_command(CLI::App& app, Runner& run) {
       std::optional<Tokenizer> tok;
       if (!a->prompt.empty() || !images.empty()) {
         tok.emplace(Tokenizer::from_model_dir(dir));
+        check_tokenizer_against_config(*tok, model->config());
         const Tokenizer& tokenizer = *tok;
         if (!a->prompt.empty()) {
           ojson content = a->prompt;

@@ -12,7 +12,9 @@
 
 #include "base/error.h"
 #include "cli/commands.h"
+#include "io/checkpoint.h"
 #include "io/read_fd.h"
+#include "model/k3_config.h"
 #include "text/tokenizer.h"
 
 namespace k3::cli {
@@ -28,7 +30,11 @@ Tokenizer load_tokenizer(const TokenizerArgs& a) {
   K3_CHECK(a.tiktoken.empty() || a.model.empty(), "give --tiktoken or --model, not both");
   if (!a.tiktoken.empty()) return Tokenizer::from_tiktoken(a.tiktoken, parse_tokenizer_preset(a.pattern));
   K3_CHECK(a.pattern == "k3", "--pattern ", a.pattern, " needs --tiktoken (a checkpoint's tokenizer uses the k3 pattern)");
-  return Tokenizer::from_model_dir(resolve_model_dir(a.model));
+  const std::string dir = resolve_model_dir(a.model);
+  Tokenizer tokenizer = Tokenizer::from_model_dir(dir);
+  // A tokenizer-only directory has nothing to agree with; a checkpoint's must match its config.
+  if (file_exists(dir + "/config.json")) check_tokenizer_against_config(tokenizer, load_model_config(dir));
+  return tokenizer;
 }
 
 // Reads all of stdin with read(2): an iostream turns a read error (stdin redirected from a

@@ -11,6 +11,7 @@ void EngineHost::load() {
     auto model = Model::load(options_.model_dir);
     model->check_context(options_.scheduler.max_context);
     auto tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_model_dir(options_.model_dir));
+    check_tokenizer_against_config(*tokenizer, model->config());
     std::unique_ptr<VisionModel> vision;
     if (model->config().has_vision) {
       vision = VisionModel::load(options_.model_dir);

@@ -6,6 +6,7 @@
 #include "base/log.h"
 #include "io/checkpoint.h"
 #include "io/json_document.h"
+#include "model/k3_config.h"
 #include "text/bpe.h"
 #include "text/utf8.h"
 
@@ -71,11 +72,76 @@ Tokenizer Tokenizer::from_model_dir(const std::string& dir) {
     const nlohmann::json config = parse_json_document(read_text_file(config_path), config_path);
     K3_CHECK(config.is_object(), config_path, ": must hold a JSON object");
     specials = SpecialTokens::from_kimi_config(config, ranks.end_rank(), config_path);
-  } else {
-    log_warn(config_path, " is missing; using K3's special token names");
-    specials = SpecialTokens::k3_defaults(ranks.end_rank());
+    Tokenizer t(std::move(ranks), std::move(specials), preset_pattern(TokenizerPreset::kK3), true);
+    t.model_dir_ = dir;
+    // bos_token etc.: a string, or an AddedToken object whose "content" is the text.
+    auto role = [&](const char* key) -> std::optional<Role> {
+      if (!config.contains(key) || config[key].is_null()) return std::nullopt;
+      const nlohmann::json& v = config[key];
+      const nlohmann::json* text = &v;
+      if (v.is_object() && v.contains("content")) text = &v["content"];
+      K3_CHECK(text->is_string(), config_path, ": ", key, " must be a string or an object with a string \"content\"");
+      const std::string s = text->get<std::string>();
+      return Role{s, t.special_id(s)};
+    };
+    t.bos_ = role("bos_token");
+    t.eos_ = role("eos_token");
+    t.pad_ = role("pad_token");
+    return t;
   }
-  return Tokenizer(std::move(ranks), std::move(specials), preset_pattern(TokenizerPreset::kK3), true);
+  log_warn(config_path, " is missing; using K3's special token names");
+  specials = SpecialTokens::k3_defaults(ranks.end_rank());
+  Tokenizer t(std::move(ranks), std::move(specials), preset_pattern(TokenizerPreset::kK3), true);
+  t.model_dir_ = dir;
+  return t;
+}
+
+void check_tokenizer_against_config(const Tokenizer& tok, const ModelConfig& mc) {
+  const std::string dir = tok.model_dir().empty() ? std::string(".") : tok.model_dir();
+  const std::string cfg = dir + "/config.json", ranks = dir + "/tiktoken.model",
+                    tcfg = dir + "/tokenizer_config.json";
+  std::vector<std::string> problems;
+  const int vocab = mc.text.vocab_size;
+  const int32_t n_ranks = tok.ranks().end_rank();
+  const size_t n_specials = tok.specials().tokens().size();
+  if (vocab > 0 && tok.vocab_size() > vocab)
+    problems.push_back(cat(ranks, " (", n_ranks, " ranks) and ", tcfg, " (", n_specials,
+                           " special tokens) use ids up to ", tok.vocab_size() - 1, ", beyond ", cfg,
+                           "'s vocab_size ", vocab, " (the embedding table has no row for them)"));
+  // What an id is to this tokenizer, for the messages.
+  auto describe = [&](int32_t id) -> std::string {
+    if (const std::string* text = tok.specials().text(id)) return cat("the special token '", *text, "'");
+    if (tok.ranks().has_rank(id)) return cat("an ordinary token of ", ranks, ", not a special token");
+    return cat("no token of the tokenizer (", ranks, " has ", n_ranks, " ranks, ", tcfg, " ", n_specials,
+               " special tokens)");
+  };
+  auto must_be_special = [&](const char* field, int id) {
+    if (id >= 0 && !tok.is_special(id)) problems.push_back(cat(cfg, ": ", field, " ", id, " is ", describe(id)));
+  };
+  // bos/pad: a special token, and the one tokenizer_config.json names for the role.
+  auto role = [&](const char* field, int id, const std::optional<Tokenizer::Role>& r, const char* key) {
+    if (r && !r->id)
+      problems.push_back(cat(tcfg, ": ", key, " '", r->text, "' is not one of its special tokens"));
+    if (id < 0) return;
+    if (!tok.is_special(id))
+      must_be_special(field, id);
+    else if (r && r->id && *r->id != id)
+      problems.push_back(cat(cfg, ": ", field, " ", id, " is ", describe(id), ", but ", tcfg, " names ", key, " '",
+                             r->text, "' (id ", *r->id, ")"));
+  };
+  role("bos_token_id", mc.bos_token_id, tok.bos(), "bos_token");
+  role("pad_token_id", mc.pad_token_id, tok.pad(), "pad_token");
+  // Generation stops on the config's eos ids and on the tokenizer's eos_token (K3: 163586
+  // <|end_of_msg|> and 163585 [EOS]); each must be a special token.
+  for (int id : mc.stop_token_ids) must_be_special("eos_token_id", id);
+  if (tok.eos() && !tok.eos()->id)
+    problems.push_back(cat(tcfg, ": eos_token '", tok.eos()->text, "' is not one of its special tokens"));
+  must_be_special("media_placeholder_token_id", mc.media_placeholder_token_id);
+  if (problems.empty()) return;
+  std::string msg = cat("the tokenizer in ", dir, " does not match its model config (", problems.size(), " problem",
+                        problems.size() == 1 ? "" : "s", "):");
+  for (const std::string& p : problems) msg += "\n  " + p;
+  throw Error(msg);
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool allow_special) const {

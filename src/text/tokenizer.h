@@ -15,6 +15,11 @@
 // No BOS/EOS is ever added.  decode() concatenates token bytes (special ids give their text) and
 // replaces invalid UTF-8 by U+FFFD; decode_bytes() returns the raw bytes.  Unknown ids throw.
 // Thread-safe for concurrent const use.
+//
+// check_tokenizer_against_config() checks, where a checkpoint's tokenizer is loaded next to its
+// model, that the two agree: every token id fits the embedding table (ranks + specials <=
+// config.json's vocab_size), the config's bos/pad ids are the tokenizer's bos/pad special tokens,
+// and its stop (eos) ids and media placeholder id are special tokens.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +35,8 @@
 #include "text/tokenizer_presets.h"
 
 namespace k3 {
+
+struct ModelConfig;
 
 class Tokenizer {
  public:
@@ -61,6 +68,18 @@ class Tokenizer {
   // One past the largest id (ordinary or special).
   int32_t vocab_size() const { return vocab_size_; }
 
+  // The checkpoint directory from_model_dir read ("" otherwise).
+  const std::string& model_dir() const { return model_dir_; }
+  // The special tokens tokenizer_config.json names bos_token / eos_token / pad_token (with the
+  // text as written), when it names them.
+  struct Role {
+    std::string text;
+    std::optional<int32_t> id;  // none: the text is no special token of this tokenizer
+  };
+  const std::optional<Role>& bos() const { return bos_; }
+  const std::optional<Role>& eos() const { return eos_; }
+  const std::optional<Role>& pad() const { return pad_; }
+
  private:
   void encode_ordinary(std::string_view text, std::vector<int32_t>& out) const;
 
@@ -69,6 +88,12 @@ class Tokenizer {
   Pretokenizer pretokenizer_;
   bool kimi_chunking_ = false;
   int32_t vocab_size_ = 0;
+  std::string model_dir_;
+  std::optional<Role> bos_, eos_, pad_;
 };
+
+// Throws k3::Error listing every disagreement between a checkpoint's tokenizer (loaded by
+// from_model_dir) and its config.json, naming the files and ids at fault.
+void check_tokenizer_against_config(const Tokenizer& tokenizer, const ModelConfig& config);
 
 }  // namespace k3
