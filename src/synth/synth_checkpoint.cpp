@@ -2,8 +2,10 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <map>
+#include <optional>
+
+#include <sys/statvfs.h>
 
 #include "base/error.h"
 #include "base/numeric_types.h"
@@ -14,6 +16,7 @@
 #include "kernels/mxfp4.h"
 #include "model/k3_config.h"
 #include "text/synth_tokenizer.h"
+#include "vision/vision_config.h"
 #include "vision/synth_vision.h"
 
 namespace k3 {
@@ -31,8 +34,9 @@ json preset_text_config(const std::string& preset) {
          {"num_experts_per_token", 4}, {"num_shared_experts", 2},     {"moe_intermediate_size", 64},
          {"routed_expert_hidden_size", 128}, {"attn_res_block_size", 4}, {"max_position_embeddings", 8192},
          {"kda_num_heads", 4},         {"kda_head_dim", 64}};
-  } else if (preset == "k3-width") {
-    // Full Kimi K3 widths; 4 layers (3 KDA + 1 MLA) and 64 experts keep it a few GB.
+  } else if (preset == "k3-width" || preset == "k3") {
+    // Full Kimi K3 widths.  k3-width: 4 layers (3 KDA + 1 MLA) and 64 experts keep it a few GB;
+    // k3: the released 93 layers and 896 experts (k3-model.md section 1).
     t = {{"hidden_size", 7168},         {"num_hidden_layers", 4},       {"vocab_size", 163840},
          {"num_attention_heads", 96},   {"num_key_value_heads", 96},    {"q_lora_rank", 1536},
          {"kv_lora_rank", 512},         {"qk_nope_head_dim", 128},      {"qk_rope_head_dim", 64},
@@ -40,8 +44,12 @@ json preset_text_config(const std::string& preset) {
          {"num_experts_per_token", 16}, {"num_shared_experts", 2},      {"moe_intermediate_size", 3072},
          {"routed_expert_hidden_size", 3584}, {"attn_res_block_size", 12}, {"max_position_embeddings", 1048576},
          {"kda_num_heads", 96},         {"kda_head_dim", 128}};
+    if (preset == "k3") {
+      t["num_hidden_layers"] = 93;
+      t["num_experts"] = 896;
+    }
   } else {
-    fail("unknown synth preset '", preset, "' (known: tiny, k3-width)");
+    fail("unknown synth preset '", preset, "' (known: tiny, k3-width, k3)");
   }
   return t;
 }
@@ -51,7 +59,8 @@ json build_config(json flat) {
   const int L = flat["num_hidden_layers"].get<int>();
   const int V = flat["vocab_size"].get<int>();
   K3_CHECK(V >= 512, "synth: vocab_size must be at least 512 (256 bytes + 256 special tokens)");
-  // K3's schedule: every 4th layer and the last one are MLA (1-based lists).
+  // K3's schedule: every 4th layer and the last one are MLA (1-based lists; for 93 layers the
+  // released full_attn_layers [4, 8, ..., 92, 93] and kda_layers, the rest).
   json kda = json::array(), full = json::array();
   for (int i = 1; i <= L; ++i) {
     if (i % 4 == 0 || (i == L && L > 1)) full.push_back(i);
@@ -128,43 +137,59 @@ uint64_t name_seed(uint64_t seed, const std::string& name) {
   return h;
 }
 
-// One tensor to write: its shard and how to fill it.
+// One tensor to write: its layer group (whole-layer sharding), its unit (tensors that must share
+// a shard: one routed expert's six) and how to fill it (empty: a hole of zeros).
 struct Planned {
   std::string name;
   DType dtype;
   std::vector<int64_t> shape;
   SafetensorsWriter::Fill fill;
   int shard;
+  int64_t unit;
+  uint64_t nbytes;
 };
 
 class Planner {
  public:
-  explicit Planner(uint64_t seed) : seed_(seed) {}
+  Planner(uint64_t seed, bool sparse) : seed_(seed), sparse_(sparse) {}
   std::vector<Planned> tensors;
   int shard = 0;
 
+  // Tensors added between these share one unit (never split over shards).
+  void begin_unit() {
+    ++next_unit_;
+    in_unit_ = true;
+  }
+  void end_unit() { in_unit_ = false; }
+
+  // Sparse: the fill is dropped, the tensor is a hole of zeros.
+  void add(const std::string& name, DType dtype, std::vector<int64_t> shape, SafetensorsWriter::Fill fill) {
+    uint64_t n = dtype_size(dtype);
+    for (int64_t x : shape) n *= static_cast<uint64_t>(x);
+    if (!in_unit_) ++next_unit_;
+    tensors.push_back({name, dtype, std::move(shape), sparse_ ? nullptr : std::move(fill), shard, next_unit_, n});
+  }
+
   void bf16(const std::string& name, std::vector<int64_t> shape, double std, double mean = 0.0) {
     const uint64_t s = name_seed(seed_, name);
-    tensors.push_back({name, DType::kBF16, std::move(shape), [s, std, mean](uint8_t* dst, size_t n) {
-                         // Chunks of 2^20 values with their own seeds, generated in parallel.
-                         auto* p = reinterpret_cast<uint16_t*>(dst);
-                         const int64_t count = static_cast<int64_t>(n / 2), chunk = int64_t{1} << 20;
-                         global_pool().run((count + chunk - 1) / chunk, [&](int64_t c, int) {
-                           Rng rng(s ^ (static_cast<uint64_t>(c) * 0x9e3779b97f4a7c15ULL));
-                           for (int64_t i = c * chunk; i < std::min(count, (c + 1) * chunk); ++i)
-                             p[i] = f32_to_bf16(static_cast<float>(mean + std * rng.fast_normal()));
-                         });
-                       },
-                       shard});
+    add(name, DType::kBF16, std::move(shape), [s, std, mean](uint8_t* dst, size_t n) {
+      // Chunks of 2^20 values with their own seeds, generated in parallel.
+      auto* p = reinterpret_cast<uint16_t*>(dst);
+      const int64_t count = static_cast<int64_t>(n / 2), chunk = int64_t{1} << 20;
+      global_pool().run((count + chunk - 1) / chunk, [&](int64_t c, int) {
+        Rng rng(s ^ (static_cast<uint64_t>(c) * 0x9e3779b97f4a7c15ULL));
+        for (int64_t i = c * chunk; i < std::min(count, (c + 1) * chunk); ++i)
+          p[i] = f32_to_bf16(static_cast<float>(mean + std * rng.fast_normal()));
+      });
+    });
   }
   void f32(const std::string& name, std::vector<int64_t> shape, std::function<float(Rng&, size_t)> gen) {
     const uint64_t s = name_seed(seed_, name);
-    tensors.push_back({name, DType::kF32, std::move(shape), [s, gen](uint8_t* dst, size_t n) {
-                         Rng rng(s);
-                         auto* p = reinterpret_cast<float*>(dst);
-                         for (size_t i = 0; i < n / 4; ++i) p[i] = gen(rng, i);
-                       },
-                       shard});
+    add(name, DType::kF32, std::move(shape), [s, gen](uint8_t* dst, size_t n) {
+      Rng rng(s);
+      auto* p = reinterpret_cast<float*>(dst);
+      for (size_t i = 0; i < n / 4; ++i) p[i] = gen(rng, i);
+    });
   }
   void mxfp4(const std::string& module, int64_t rows, int64_t cols, double std) {
     K3_CHECK(cols % 32 == 0, "synth: MXFP4 tensor ", module, " needs a width divisible by 32 (got ", cols, ")");
@@ -183,15 +208,18 @@ class Planner {
           std::copy(packed.begin(), packed.end(), dst + r * (cols / 2));
       });
     };
-    tensors.push_back({module + ".weight_packed", DType::kU8, {rows, cols / 2},
-                       [rowgen](uint8_t* dst, size_t) { rowgen(false, dst); }, shard});
-    tensors.push_back({module + ".weight_scale", DType::kU8, {rows, cols / 32},
-                       [rowgen](uint8_t* dst, size_t) { rowgen(true, dst); }, shard});
+    add(module + ".weight_packed", DType::kU8, {rows, cols / 2},
+        [rowgen](uint8_t* dst, size_t) { rowgen(false, dst); });
+    add(module + ".weight_scale", DType::kU8, {rows, cols / 32},
+        [rowgen](uint8_t* dst, size_t) { rowgen(true, dst); });
   }
   void norm(const std::string& name, int64_t n) { bf16(name, {n}, 0.1, 1.0); }
 
  private:
   uint64_t seed_;
+  bool sparse_;
+  int64_t next_unit_ = -1;
+  bool in_unit_ = false;
 };
 
 void plan_layer(Planner& p, const TextConfig& c, int l) {
@@ -249,9 +277,11 @@ void plan_layer(Planner& p, const TextConfig& c, int l) {
   p.norm(f + "routed_expert_norm.weight", lat);
   for (int64_t e = 0; e < E; ++e) {
     const std::string x = cat(f, "experts.", e, ".");
+    p.begin_unit();  // one expert's six tensors stay in one shard (and adjacent: all U8)
     p.mxfp4(x + "w1", m, lat, 1.0 / std::sqrt(static_cast<double>(lat)));
     p.mxfp4(x + "w3", m, lat, 1.0 / std::sqrt(static_cast<double>(lat)));
     p.mxfp4(x + "w2", lat, m, 1.0 / std::sqrt(static_cast<double>(m)));
+    p.end_unit();
   }
   if (s > 0) {
     p.bf16(f + "shared_experts.gate_proj.weight", {s, d}, sd);
@@ -266,9 +296,52 @@ std::string shard_name(int i, int n) {
   return buf;
 }
 
+// Spreads the tensors over n shards in declaration order: shard s closes once the bytes so far
+// reach (s+1)/n of the total, or when the units left are just enough to give every later shard
+// one, so no shard is empty; a unit is never split.  Sets each tensor's shard.
+void spread_over_shards(std::vector<Planned>& tensors, int n, uint64_t total) {
+  int64_t units = 0;
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (i == 0 || tensors[i].unit != tensors[i - 1].unit) ++units;
+  K3_CHECK(units >= n, "--shards ", n, ": the checkpoint has only ", units,
+           " tensors (counting one routed expert's six as one) to spread, so some shards would be empty");
+  int s = 0;
+  int64_t unit_index = 0;
+  unsigned __int128 cum = 0;
+  for (size_t i = 0; i < tensors.size();) {
+    size_t j = i;
+    while (j < tensors.size() && tensors[j].unit == tensors[i].unit) {
+      tensors[j].shard = s;
+      cum += tensors[j].nbytes;
+      ++j;
+    }
+    const int64_t units_left = units - 1 - unit_index;
+    if (s < n - 1 && (cum * static_cast<unsigned>(n) >= static_cast<unsigned __int128>(total) * (s + 1) ||
+                      units_left == n - 1 - s))
+      ++s;
+    ++unit_index;
+    i = j;
+  }
+}
+
+// Bytes free to an unprivileged writer on the file system that will hold `dir` (its nearest
+// existing ancestor); nullopt when that cannot be asked.
+std::optional<uint64_t> available_bytes(const std::string& dir) {
+  std::filesystem::path p = std::filesystem::absolute(dir);
+  std::error_code ec;
+  while (!std::filesystem::exists(p, ec) && p.has_parent_path() && p != p.parent_path()) p = p.parent_path();
+  struct statvfs st {};
+  if (::statvfs(p.c_str(), &st) != 0) return std::nullopt;
+  return static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+}
+
+void write_json_file(const std::string& path, const json& j) {
+  write_file_atomically(path, j.dump(2) + "\n");
+}
+
 }  // namespace
 
-std::vector<std::string> synth_presets() { return {"tiny", "k3-width"}; }
+std::vector<std::string> synth_presets() { return {"tiny", "k3-width", "k3"}; }
 
 json synth_config(const SynthOptions& options) {
   json flat = preset_text_config(options.preset);
@@ -287,7 +360,7 @@ json synth_config(const SynthOptions& options) {
 }
 
 std::string synth_vision_preset(const SynthOptions& options) {
-  if (options.vision == "default") return options.preset == "tiny" ? "tiny" : "";
+  if (options.vision == "default") return options.preset == "tiny" ? "tiny" : options.preset == "k3" ? "k3" : "";
   if (options.vision == "none") return "";
   if (options.vision == "tiny" || options.vision == "k3") return options.vision;
   fail("unknown synth vision tower '", options.vision, "' (known: default, none, tiny, k3)");
@@ -295,10 +368,10 @@ std::string synth_vision_preset(const SynthOptions& options) {
 
 void write_synth_checkpoint(const std::string& dir, const SynthOptions& options) {
   const std::string vision = synth_vision_preset(options);
-  const json cfg = synth_config(options);
+  json cfg = synth_config(options);
   const ModelConfig mc = parse_model_config(cfg.dump(), "synthetic config");
   const TextConfig& c = mc.text;
-  Planner p(options.seed);
+  Planner p(options.seed, options.sparse);
   const int64_t d = c.hidden_size;
   for (int l = 0; l < c.num_layers; ++l) {
     p.shard = l;  // remapped to shard indices below
@@ -310,51 +383,84 @@ void write_synth_checkpoint(const std::string& dir, const SynthOptions& options)
   p.norm("language_model.model.norm.weight", d);
   p.norm("language_model.model.output_attn_res_norm.weight", d);
   p.bf16("language_model.model.output_attn_res_proj.weight", {1, d}, 2.0 / std::sqrt(static_cast<double>(d)));
+  uint64_t text_total = 0;
+  for (const Planned& t : p.tensors) text_total += t.nbytes;
 
-  uint64_t total = 0;
-  for (const Planned& t : p.tensors) {
-    uint64_t n = dtype_size(t.dtype);
-    for (int64_t x : t.shape) n *= static_cast<uint64_t>(x);
-    total += n;
-  }
   int shards = options.shards;
-  // Each shard holds whole layers (the top-level tensors go with the last one).
-  K3_CHECK(shards <= c.num_layers + 1, "--shards ", shards, ": at most ", c.num_layers + 1, " shards for ",
-           c.num_layers, " layers");
-  if (shards <= 0) shards = static_cast<int>(std::max<uint64_t>(2, (total + (2ull << 30) - 1) / (2ull << 30)));
-  shards = std::min(shards, c.num_layers + 1);
-  // Layer l -> shard l*shards/(L+1); the top-level tensors go to the last shard, as released.
-  std::vector<SafetensorsWriter> writers(shards);
-  json weight_map = json::object();
-  for (Planned& t : p.tensors) {
-    const int s = static_cast<int>(static_cast<int64_t>(t.shard) * shards / (c.num_layers + 1));
-    weight_map[t.name] = shard_name(s, shards);
-    writers[s].add(t.name, t.dtype, t.shape, std::move(t.fill));
+  if (shards < 0) fail("--shards ", shards, ": must be positive");
+  if (shards == 0) {
+    // As released for k3; else one per 2 GiB, at most one per layer (+1).
+    shards = options.preset == "k3"
+                 ? 96
+                 : static_cast<int>(std::min<uint64_t>(std::max<uint64_t>(2, (text_total + (2ull << 30) - 1) >> 31),
+                                                       c.num_layers + 1));
   }
+  // Up to one shard per layer (+1 for the top-level tensors) the shards hold whole layers and a
+  // vision tower gets its own file; beyond that the tensors, the vision tower's too, are spread
+  // by size in declaration order (the release's 96 shards for 93 layers).
+  const bool by_size = shards > c.num_layers + 1;
+  SynthVisionOptions vo;
+  vo.preset = vision;
+  vo.seed = options.seed;
+  vo.sparse = options.sparse;
+  if (by_size && !vision.empty()) {
+    cfg["vision_config"] = synth_vision_config(vo, static_cast<int>(d));
+    const VisionConfig vc = parse_vision_config(cfg, "synthetic config");  // as the loader will see it
+    p.shard = c.num_layers;
+    plan_synth_vision_tensors(vc, vo, [&p](const std::string& name, DType dtype, std::vector<int64_t> shape,
+                                           SafetensorsWriter::Fill fill) {
+      p.add(name, dtype, std::move(shape), std::move(fill));
+    });
+  }
+  uint64_t total = 0;
+  for (const Planned& t : p.tensors) total += t.nbytes;
+  if (by_size) {
+    spread_over_shards(p.tensors, shards, total);
+  } else {
+    // Layer l -> shard l*shards/(L+1); the top-level tensors go to the last shard, as released.
+    for (Planned& t : p.tensors)
+      t.shard = static_cast<int>(static_cast<int64_t>(t.shard) * shards / (c.num_layers + 1));
+  }
+  if (!options.sparse) {
+    // Random weights take real disk: refuse up front rather than fail hours later.
+    const std::optional<uint64_t> avail = available_bytes(dir);
+    if (avail && *avail < total)
+      fail(dir, ": the checkpoint needs ", total, " bytes of tensor data, the file system has ", *avail,
+           " available (--sparse writes the same layout as file holes)");
+  }
+
   // Created once every option has been checked, so a refused one leaves nothing behind.
   std::error_code ec;  // missing parents are created too, as mkdir -p would
   std::filesystem::create_directories(dir, ec);
   if (ec || !std::filesystem::is_directory(dir, ec)) fail(dir, ": cannot create directory (", ec.message(), ")");
+  json weight_map = json::object();
   Progress progress("writing " + dir, total >> 20, "MiB");
   uint64_t written = 0;
-  for (int s = 0; s < shards; ++s)
-    writers[s].write(dir + "/" + shard_name(s, shards), [&](uint64_t bytes) {
+  // Shard by shard, so only one shard's declarations are held by a writer at a time.
+  std::vector<std::vector<Planned*>> members(shards);
+  for (Planned& t : p.tensors) members[t.shard].push_back(&t);
+  for (int s = 0; s < shards; ++s) {
+    const std::string name = shard_name(s, shards);
+    SafetensorsWriter writer;
+    for (Planned* t : members[s]) {
+      weight_map[t->name] = name;
+      writer.add(t->name, t->dtype, std::move(t->shape), std::move(t->fill));
+    }
+    writer.write(dir + "/" + name, [&](uint64_t bytes) {
       written += bytes;
       progress.set(written >> 20);
     });
+  }
   progress.finish();
-  const json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
-  std::ofstream(dir + "/model.safetensors.index.json") << index.dump(2) << "\n";
-  write_synth_tokenizer(dir, c.vocab_size);  // a small byte-level BPE with the K3 specials
-  std::ofstream out(dir + "/config.json");
-  out << cfg.dump(2) << "\n";
-  out.close();
-  if (!out) fail(dir, "/config.json: write failed");
+  write_json_file(dir + "/model.safetensors.index.json",
+                  {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}});
+  write_synth_tokenizer(dir, c.vocab_size);  // a byte-level BPE with the K3 specials
+  write_json_file(dir + "/config.json", cfg);
   if (!vision.empty()) {
-    SynthVisionOptions vo;
-    vo.preset = vision;
-    vo.seed = options.seed;
-    add_synth_vision(dir, static_cast<int>(c.hidden_size), vo);
+    if (by_size)
+      write_json_file(dir + "/preprocessor_config.json", released_preprocessor_config());
+    else
+      add_synth_vision(dir, static_cast<int>(d), vo);
   }
 }
 

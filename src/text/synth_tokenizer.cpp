@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <unordered_map>
 
 #include "base/error.h"
+#include "io/safetensors_writer.h"
 #include "text/bpe_ranks.h"
 #include "text/pretokenizer.h"
 #include "text/special_tokens.h"
@@ -36,12 +36,7 @@ std::vector<Word> sample_words() {
   return words;
 }
 
-void write_file(const std::string& path, const std::string& data) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(data.data(), static_cast<std::streamsize>(data.size()));
-  out.close();
-  K3_CHECK(out.good(), "cannot write ", path);
-}
+void write_file(const std::string& path, const std::string& data) { write_file_atomically(path, data); }
 
 }  // namespace
 

@@ -1,7 +1,6 @@
 #include "vision/synth_vision.h"
 
 #include <cmath>
-#include <fstream>
 
 #include "base/error.h"
 #include "io/json_document.h"
@@ -26,23 +25,22 @@ uint64_t tensor_seed(uint64_t seed, const std::string& name) {
   return h;
 }
 
-// A BF16 tensor of normal(mean, std) draws.
-void add_normal(SafetensorsWriter& w, uint64_t seed, const std::string& name, std::vector<int64_t> shape, double std,
-                double mean = 0.0) {
-  const uint64_t s = tensor_seed(seed, name);
-  w.add(name, DType::kBF16, std::move(shape), [s, std, mean](uint8_t* dst, size_t n) {
+// A BF16 tensor of normal(mean, std) draws (zeros left as a hole when sparse).
+void add_normal(const SynthTensorSink& emit, const SynthVisionOptions& o, const std::string& name,
+                std::vector<int64_t> shape, double std, double mean = 0.0) {
+  if (o.sparse) {
+    emit(name, DType::kBF16, std::move(shape), nullptr);
+    return;
+  }
+  const uint64_t s = tensor_seed(o.seed, name);
+  emit(name, DType::kBF16, std::move(shape), [s, std, mean](uint8_t* dst, size_t n) {
     Rng rng(s);
     auto* p = reinterpret_cast<uint16_t*>(dst);
     for (size_t i = 0; i < n / 2; ++i) p[i] = f32_to_bf16(static_cast<float>(mean + std * rng.normal()));
   });
 }
 
-void write_json(const std::string& path, const json& j) {
-  std::ofstream out(path);
-  out << j.dump(2) << "\n";
-  out.close();
-  if (!out) fail(path, ": write failed");
-}
+void write_json(const std::string& path, const json& j) { write_file_atomically(path, j.dump(2) + "\n"); }
 
 }  // namespace
 
@@ -105,6 +103,27 @@ json released_preprocessor_config() {
             {"transparent_bg_fill_stage", "after_resize"}}}};
 }
 
+void plan_synth_vision_tensors(const VisionConfig& c, const SynthVisionOptions& o, const SynthTensorSink& emit) {
+  const int64_t D = c.hidden_size, Q = c.qkv_hidden_size, I = c.intermediate_size, p = c.patch_size;
+  const int64_t M = 4 * D, T = c.text_hidden_size;
+  const auto inv_sqrt = [](int64_t n) { return 1.0 / std::sqrt(static_cast<double>(n)); };
+  add_normal(emit, o, "vision_tower.patch_embed.proj.weight", {D, 3, p, p}, inv_sqrt(3 * p * p));
+  add_normal(emit, o, "vision_tower.patch_embed.pos_emb.weight", {c.pos_emb_height, c.pos_emb_width, D}, 0.2);
+  for (int l = 0; l < c.num_layers; ++l) {
+    const std::string b = cat("vision_tower.encoder.blocks.", l, ".");
+    add_normal(emit, o, b + "norm0.weight", {D}, 0.1, 1.0);
+    add_normal(emit, o, b + "norm1.weight", {D}, 0.1, 1.0);
+    add_normal(emit, o, b + "wqkv.weight", {3 * Q, D}, inv_sqrt(D));
+    add_normal(emit, o, b + "wo.weight", {D, Q}, inv_sqrt(Q));
+    add_normal(emit, o, b + "mlp.fc0.weight", {I, D}, inv_sqrt(D));
+    add_normal(emit, o, b + "mlp.fc1.weight", {D, I}, inv_sqrt(I));
+  }
+  add_normal(emit, o, "vision_tower.encoder.final_layernorm.weight", {D}, 0.1, 1.0);
+  add_normal(emit, o, "mm_projector.proj.0.weight", {M, M}, inv_sqrt(M));
+  add_normal(emit, o, "mm_projector.proj.2.weight", {T, M}, inv_sqrt(M));
+  add_normal(emit, o, "mm_projector.post_norm.weight", {T}, 0.1, 1.0);
+}
+
 void add_synth_vision(const std::string& dir, int text_hidden, const SynthVisionOptions& options) {
   const std::string config_path = dir + "/config.json";
   json root = parse_json_document(read_text_file(config_path), config_path);
@@ -112,27 +131,11 @@ void add_synth_vision(const std::string& dir, int text_hidden, const SynthVision
   root["vision_config"] = synth_vision_config(options, text_hidden);
   const VisionConfig c = parse_vision_config(root, config_path);  // what the loader will see
 
-  // The tensors.
-  const int64_t D = c.hidden_size, Q = c.qkv_hidden_size, I = c.intermediate_size, p = c.patch_size;
-  const int64_t M = 4 * D, T = c.text_hidden_size;
-  const auto inv_sqrt = [](int64_t n) { return 1.0 / std::sqrt(static_cast<double>(n)); };
-  const uint64_t seed = options.seed;
   SafetensorsWriter w;
-  add_normal(w, seed, "vision_tower.patch_embed.proj.weight", {D, 3, p, p}, inv_sqrt(3 * p * p));
-  add_normal(w, seed, "vision_tower.patch_embed.pos_emb.weight", {c.pos_emb_height, c.pos_emb_width, D}, 0.2);
-  for (int l = 0; l < c.num_layers; ++l) {
-    const std::string b = cat("vision_tower.encoder.blocks.", l, ".");
-    add_normal(w, seed, b + "norm0.weight", {D}, 0.1, 1.0);
-    add_normal(w, seed, b + "norm1.weight", {D}, 0.1, 1.0);
-    add_normal(w, seed, b + "wqkv.weight", {3 * Q, D}, inv_sqrt(D));
-    add_normal(w, seed, b + "wo.weight", {D, Q}, inv_sqrt(Q));
-    add_normal(w, seed, b + "mlp.fc0.weight", {I, D}, inv_sqrt(D));
-    add_normal(w, seed, b + "mlp.fc1.weight", {D, I}, inv_sqrt(I));
-  }
-  add_normal(w, seed, "vision_tower.encoder.final_layernorm.weight", {D}, 0.1, 1.0);
-  add_normal(w, seed, "mm_projector.proj.0.weight", {M, M}, inv_sqrt(M));
-  add_normal(w, seed, "mm_projector.proj.2.weight", {T, M}, inv_sqrt(M));
-  add_normal(w, seed, "mm_projector.post_norm.weight", {T}, 0.1, 1.0);
+  plan_synth_vision_tensors(c, options, [&w](const std::string& name, DType dtype, std::vector<int64_t> shape,
+                                            SafetensorsWriter::Fill fill) {
+    w.add(name, dtype, std::move(shape), std::move(fill));
+  });
   w.write(dir + "/" + kShard);
 
   // The index: extend it, or create it for a single-file checkpoint.

@@ -10,11 +10,17 @@
 //   - preprocessor_config.json with the released media_proc_cfg.
 // Presets: "tiny" (width 128, 3 blocks, 4 heads of 48 -- the built-in default model) and "k3"
 // (the released widths: 1024, 27 blocks, 12 heads of 128, MLP 4096).
+// `sparse`: every tensor is zeros, left as a file hole (io/safetensors_writer.h), nothing random
+// generated: the layout at its true size for a few KB of disk.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
+
+#include "io/safetensors_writer.h"
 
 namespace k3 {
 
@@ -22,7 +28,17 @@ struct SynthVisionOptions {
   std::string preset = "tiny";
   int num_layers = -1;  // override the preset's block count when >= 0
   uint64_t seed = 0x6b33;
+  bool sparse = false;  // zero tensors as file holes, no random data
 };
+
+struct VisionConfig;
+
+// Declares every vision_tower.* / mm_projector.* tensor of the config, in a fixed order, to
+// `emit` (a SafetensorsWriter::add, or a caller spreading them over shards); the fills are
+// empty when options.sparse.
+using SynthTensorSink =
+    std::function<void(const std::string& name, DType dtype, std::vector<int64_t> shape, SafetensorsWriter::Fill fill)>;
+void plan_synth_vision_tensors(const VisionConfig& c, const SynthVisionOptions& options, const SynthTensorSink& emit);
 
 // The vision_config object a preset describes, projecting to text_hidden.
 nlohmann::json synth_vision_config(const SynthVisionOptions& options, int text_hidden);

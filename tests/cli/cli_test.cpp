@@ -202,7 +202,8 @@ TEST(Cli, BadRequestsGiveClearErrors) {
        "prompt of 4 tokens fills the context of 4 tokens, leaving no room for a generated token; use a larger --ctx"},
       {"generate --prompt-ids 1 --temperature -1" + m, "temperature must be finite and >= 0"},
       {"generate --prompt-ids 1 --ctx 99999999999" + m, "a context of 99999999999 tokens exceeds this model's maximum"},
-      {"synth --out /tmp/k3-never --layers 2 --shards 9", "--shards 9: at most 3 shards for 2 layers"},
+      {"synth --out /tmp/k3-never --layers 2 --shards 100000", "--shards 100000: the checkpoint has only"},
+      {"synth --out /tmp/k3-never --sparse --seed 3", "--seed has no effect with --sparse"},
       {"generate --prompt-ids 1 --top-p 2" + m, "top_p must be in (0, 1]"},
       {"generate --prompt-ids 1 --model /nonexistent/dir", "/nonexistent/dir"},
       {"logits --prompt-ids 1 --out /nonexistent/dir/x.safetensors" + m, "cannot create"},
@@ -220,7 +221,7 @@ TEST(Cli, BadRequestsGiveClearErrors) {
   {
     TempDir tmp;
     const std::string out = tmp.file("never/made");
-    auto s = run_k3("synth --out " + out + " --layers 2 --shards 9");
+    auto s = run_k3("synth --out " + out + " --layers 2 --shards 100000");
     EXPECT_EQ(s.exit_code, 1) << s.err;
     EXPECT_FALSE(std::filesystem::exists(tmp.file("never")));
   }
