@@ -3,6 +3,7 @@
 
 #include "base/error.h"
 #include "cli/commands.h"
+#include "io/available_memory.h"
 #include "model/k3_model.h"
 
 namespace k3::cli {
@@ -30,7 +31,9 @@ std::string human_count(double n) {
 }
 
 int inspect(const std::string& dir) {
-  auto model = Model::load(dir);
+  ModelOptions options;
+  options.headers_only = true;  // headers and small tensors only: no weight bytes are read
+  auto model = Model::load(dir, options);
   const ModelConfig& mc = model->config();
   const TextConfig& c = mc.text;
   const ModelWeights& w = model->weights();
@@ -81,6 +84,37 @@ int inspect(const std::string& dir) {
   std::printf("bytes           %s in %zu tensors; ~%s of weights read per decoded token\n",
               human_bytes(static_cast<double>(w.total_bytes)).c_str(), w.tensor_count,
               human_bytes(static_cast<double>(read)).c_str());
+  // What each sequence holds: KDA state and conv history of fixed size, and a latent cache row
+  // per token in each MLA layer (fp32).
+  const TextConfig& t = c;
+  const uint64_t kda_state = static_cast<uint64_t>(t.num_kda_layers()) *
+                             (static_cast<uint64_t>(t.kda.num_heads) * t.kda.head_dim * t.kda.head_dim +
+                              3ull * (t.kda.conv_kernel - 1) * t.kda_width()) *
+                             sizeof(float);
+  const uint64_t per_token = static_cast<uint64_t>(t.num_mla_layers()) * t.mla_cache_width() * sizeof(float);
+  std::printf("sequence state  %s per sequence (KDA) + %s per token of context (MLA latent cache); %s at the "
+              "full %d-token context\n",
+              human_bytes(static_cast<double>(kda_state)).c_str(), human_bytes(static_cast<double>(per_token)).c_str(),
+              human_bytes(static_cast<double>(kda_state + per_token * t.max_position_embeddings)).c_str(),
+              t.max_position_embeddings);
+  // How the weights would be placed in the memory --weight-budget (or 3/4 of what is available) gives.
+  uint64_t budget = default_weight_budget();
+  if (budget == 0) budget = available_memory_bytes() / 4 * 3;
+  if (budget > 0) {
+    const WeightStoreStats p = WeightStore::layout(model->checkpoint(), w, c, budget);
+    if (budget < p.minimum_budget)
+      std::printf("placement       a budget of %s is too small: streaming needs at least %s\n",
+                  human_bytes(static_cast<double>(budget)).c_str(),
+                  human_bytes(static_cast<double>(p.minimum_budget)).c_str());
+    else
+      std::printf("placement       in %s%s: trunk %s %s, %d expert slots of %s (of %lld experts; at least %s needed)\n",
+                  human_bytes(static_cast<double>(budget)).c_str(),
+                  default_weight_budget() ? " (--weight-budget)" : " (3/4 of the memory available)",
+                  human_bytes(static_cast<double>(p.trunk_bytes)).c_str(),
+                  p.trunk_resident ? "resident" : ("streamed through a " + human_bytes(static_cast<double>(p.ring_bytes)) + " ring").c_str(),
+                  p.expert_slots, human_bytes(static_cast<double>(p.expert_slot_bytes)).c_str(),
+                  static_cast<long long>(p.expert_count), human_bytes(static_cast<double>(p.minimum_budget)).c_str());
+  }
   std::printf("stop tokens    ");
   for (int id : mc.stop_token_ids) std::printf(" %d", id);
   std::printf("\n");

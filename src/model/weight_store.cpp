@@ -99,7 +99,7 @@ std::vector<const MlpWeights*> MappedExperts::acquire(int layer, std::span<const
 }
 
 WeightStore::WeightStore(const Checkpoint& ckpt, const ModelWeights& weights, const TextConfig& c, uint64_t budget,
-                         int io_threads)
+                         PlanOnly)
     : w_(weights), c_(c) {
   const std::vector<std::string> paths = ckpt.shard_paths();
   for (size_t i = 0; i < paths.size(); ++i) file_index_[paths[i]] = static_cast<int>(i);
@@ -130,25 +130,21 @@ WeightStore::WeightStore(const Checkpoint& ckpt, const ModelWeights& weights, co
     stats_.largest_unit = std::max(stats_.largest_unit, p.bytes);
   }
   // Expert slots: the largest expert of the checkpoint.
-  int64_t expert_count = 0;
   for (int l = 0; l < c.num_layers; ++l) {
     const auto& experts = w_.layers[l].moe_w.experts;
     for (int e = 0; e < static_cast<int>(experts.size()); ++e) {
       const Plan& p = expert_plan(l, e);
       stats_.expert_slot_bytes = std::max(stats_.expert_slot_bytes, p.bytes);
       stats_.expert_bytes_total += p.bytes;
-      ++expert_count;
+      ++stats_.expert_count;
     }
   }
   expert_plans_.clear();  // rebuilt on demand: 82k plans are not worth keeping for the few in use
-  const int min_slots = expert_count > 0 ? std::max(8, 2 * c.top_k) : 0;
+  const int min_slots = stats_.expert_count > 0 ? std::max(8, 2 * c.top_k) : 0;
   const uint64_t min_cache = static_cast<uint64_t>(min_slots) * stats_.expert_slot_bytes;
   stats_.budget = budget;
   stats_.minimum_budget = stats_.largest_unit + min_cache;
-  if (budget < stats_.minimum_budget)
-    fail("a weight budget of ", budget >> 20, " MiB is too small for this checkpoint: it needs at least ",
-         (stats_.minimum_budget + (1 << 20) - 1) >> 20, " MiB (its largest layer, ", stats_.largest_unit >> 20,
-         " MiB, and ", min_slots, " expert slots of ", stats_.expert_slot_bytes >> 10, " KiB)");
+  if (budget < stats_.minimum_budget) return;
 
   // Placement: the trunk resident when it fits beside the minimal cache, else a ring of up to
   // two of its largest units; the experts get the rest.
@@ -161,10 +157,27 @@ WeightStore::WeightStore(const Checkpoint& ckpt, const ModelWeights& weights, co
   }
   const uint64_t cache_bytes = budget - trunk_mem_bytes_;
   int64_t slots = stats_.expert_slot_bytes ? static_cast<int64_t>(cache_bytes / stats_.expert_slot_bytes) : 0;
-  slots = std::min<int64_t>(slots, expert_count);
+  slots = std::min<int64_t>(slots, stats_.expert_count);
   stats_.expert_slots = static_cast<int>(slots);
   max_held_ = std::max(1, stats_.expert_slots / 2);
+}
 
+WeightStoreStats WeightStore::layout(const Checkpoint& ckpt, const ModelWeights& weights, const TextConfig& c,
+                                     uint64_t budget) {
+  return WeightStore(ckpt, weights, c, budget, PlanOnly{}).stats_;
+}
+
+WeightStore::WeightStore(const Checkpoint& ckpt, const ModelWeights& weights, const TextConfig& c, uint64_t budget,
+                         int io_threads)
+    : WeightStore(ckpt, weights, c, budget, PlanOnly{}) {
+  if (budget < stats_.minimum_budget) {
+    const int min_slots = stats_.expert_count > 0 ? std::max(8, 2 * c.top_k) : 0;
+    fail("a weight budget of ", budget >> 20, " MiB is too small for this checkpoint: it needs at least ",
+         (stats_.minimum_budget + (1 << 20) - 1) >> 20, " MiB (its largest layer, ", stats_.largest_unit >> 20,
+         " MiB, and ", min_slots, " expert slots of ", stats_.expert_slot_bytes >> 10, " KiB)");
+  }
+  const std::vector<std::string> paths = ckpt.shard_paths();
+  const int64_t slots = stats_.expert_slots;
   reader_ = std::make_unique<ExtentReader>(paths, io_threads);
   stats_.direct_io = reader_->direct();
   stats_.io_threads = io_threads > 0 ? io_threads : 4;
@@ -182,7 +195,7 @@ WeightStore::WeightStore(const Checkpoint& ckpt, const ModelWeights& weights, co
   log_info("weight store: budget ", budget >> 20, " MiB; trunk ", stats_.trunk_bytes >> 20, " MiB ",
            stats_.trunk_resident ? "resident" : cat("streamed through a ", trunk_mem_bytes_ >> 20, " MiB ring"),
            "; ", slots, " expert slots of ", stats_.expert_slot_bytes >> 10, " KiB (", slot_mem_bytes_ >> 20,
-           " MiB, ", expert_count, " experts in the checkpoint); ", reader_->direct() ? "direct I/O" : "buffered I/O");
+           " MiB, ", stats_.expert_count, " experts in the checkpoint); ", reader_->direct() ? "direct I/O" : "buffered I/O");
 
   if (stats_.trunk_resident) {
     // Read every unit now, all at once (the readers take them in order).

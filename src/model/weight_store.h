@@ -76,6 +76,7 @@ struct WeightStoreStats {
   uint64_t expert_slot_bytes = 0; // one slot (the largest expert, aligned)
   int expert_slots = 0;
   uint64_t expert_bytes_total = 0;  // all routed experts of the checkpoint
+  int64_t expert_count = 0;
   bool direct_io = false;         // every file read with O_DIRECT
   int io_threads = 0;
   // Since load (reset_counters() clears these):
@@ -95,6 +96,11 @@ class WeightStore final : public ExpertSource {
   WeightStore(const Checkpoint& ckpt, const ModelWeights& weights, const TextConfig& c, uint64_t budget,
               int io_threads = 0);
   ~WeightStore() override;
+  // The placement `budget` gives this checkpoint (sizes, resident or streamed trunk, slots),
+  // computed without allocating or reading anything (k3 plan, k3 inspect).  When the budget is
+  // below minimum_budget, only the sizes and minimum_budget are set.
+  static WeightStoreStats layout(const Checkpoint& ckpt, const ModelWeights& weights, const TextConfig& c,
+                                 uint64_t budget);
   WeightStore(const WeightStore&) = delete;
   WeightStore& operator=(const WeightStore&) = delete;
 
@@ -151,6 +157,8 @@ class WeightStore final : public ExpertSource {
     MlpWeights w;
   };
 
+  struct PlanOnly {};
+  WeightStore(const Checkpoint& ckpt, const ModelWeights& weights, const TextConfig& c, uint64_t budget, PlanOnly);
   Plan make_plan(std::vector<Piece>& pieces) const;
   void submit(const Plan& plan, uint8_t* base, const std::shared_ptr<ExtentReader::Ticket>& t, bool urgent);
   LayerWeights relocate_layer(int l, uint8_t* base) const;
