@@ -143,11 +143,12 @@ struct GenerationJob::Output {
     ids.insert(ids.end(), p.ids.begin(), p.ids.end());
   }
 
-  int64_t reasoning_tokens(bool streamed) const {
+  // The same streamed or not: the tokens up to the think channel's close, or every token when that
+  // channel never closed and only reasoning came out (the parser reports an unclosed think channel
+  // as reasoning, in the deltas and in the final message alike).
+  int64_t reasoning_tokens() const {
     if (think_end >= 0) return think_end;
-    // An unclosed think channel: streamed, its text went out as reasoning; the final message
-    // (parser.finish) calls it content.
-    if (streamed && popt.thinking && content.empty() && calls.empty() && !reasoning.empty()) return completion_tokens;
+    if (popt.thinking && content.empty() && calls.empty() && !reasoning.empty()) return completion_tokens;
     return 0;
   }
 
@@ -322,7 +323,7 @@ ojson GenerationJob::usage(const RequestResult& result) const {
   u["total_tokens"] = prompt_tokens_ + out_->completion_tokens;
   u["prompt_tokens_details"] = {{"cached_tokens", result.cached_tokens}};
   if (endpoint_ == Endpoint::kChat)
-    u["completion_tokens_details"] = {{"reasoning_tokens", out_->reasoning_tokens(params_.stream)}};
+    u["completion_tokens_details"] = {{"reasoning_tokens", out_->reasoning_tokens()}};
   return u;
 }
 

@@ -64,9 +64,8 @@ class ChatOutputParser::Machine {
     if (!stopped_) degraded_ = true;
     ParsedChatMessage m;
     switch (state_) {
-      case State::kThink:  // the think channel never closed: vLLM returns it as content
+      case State::kThink:  // the output stopped inside the think channel: its text stays reasoning
         degraded_ = true;
-        reasoning_is_content_ = true;
         break;
       case State::kCall: case State::kArg: case State::kJson:  // unterminated call: dropped
         degraded_ = true;
@@ -76,10 +75,6 @@ class ChatOutputParser::Machine {
     flush_between();
     if (!held_.empty() && calls_.empty()) delta_.content += held_;
     held_.clear();
-    if (reasoning_is_content_) {
-      content_ = reasoning_ + content_;
-      reasoning_.clear();
-    }
     if (!reasoning_.empty()) m.reasoning_content = reasoning_;
     if (!content_.empty() && !(calls_.size() > 0 && utf8::is_blank(content_))) m.content = content_;
     m.tool_calls = calls_;
@@ -247,9 +242,8 @@ class ChatOutputParser::Machine {
           state_ = State::kBetween;
           return;
         }
-        if (name == "message") {  // no channels at all: like vLLM, the text is content
+        if (name == "message") {  // the message ends inside the think channel: its text stays reasoning
           degraded_ = true;
-          reasoning_is_content_ = true;
           state_ = State::kDone;
           return;
         }
@@ -346,7 +340,7 @@ class ChatOutputParser::Machine {
   Pending pending_ = Pending::kNone;
   std::string header_;
   bool stopped_ = false, degraded_ = false;
-  bool response_seen_ = false, tools_seen_ = false, think_reopened_ = false, reasoning_is_content_ = false;
+  bool response_seen_ = false, tools_seen_ = false, think_reopened_ = false;
   std::string reasoning_, content_, held_, between_;
   bool content_nonblank_ = false;
   Call call_;

@@ -8,7 +8,8 @@
 //    <|close|>call<|sep|>)* <|close|>tools<|sep|>] <|close|>message<|sep|> <|end_of_msg|>
 // or, without thinking, the same from `content` on (the prompt opened the response channel).
 //
-// Results match vLLM's kimi_k3 reasoning + tool parsers (fixtures/chat/completions.jsonl):
+// Results match vLLM's kimi_k3 reasoning + tool parsers (fixtures/chat/completions.jsonl), but for
+// one deliberate difference, the unclosed think channel described below:
 //   - reasoning / content empty -> null; whitespace-only content -> null when tool calls were parsed;
 //   - tool calls only when ChatParserOptions::parse_tools (the request has tools and tool_choice is
 //     not "none"); otherwise the tools channel is skipped;
@@ -18,14 +19,15 @@
 //   - ids are fresh "chatcmpl-tool-<32 hex>" strings, unique within the message; `index` counts the
 //     message's calls from 0 (the OpenAI streaming index).
 // Malformed or truncated output never throws: it degrades, and `degraded` says so.  A think channel
-// that never closes (the output stops, or closes the message, inside it) becomes content with
-// reasoning null, as vLLM returns it; a response or tools channel opened without closing the think
-// channel ends it there; a tool call that never closes is dropped; text outside any channel goes
-// to content when no response channel exists (and is dropped after one); an <|open|> that breaks a
-// tool call moves that call's raw text into content; unexpected tags, stray <|sep|> and other
-// special tokens are kept as literal text in the current channel; anything after <|end_of_msg|>
-// is ignored.  `degraded` is false exactly for output that stops on <|end_of_msg|> and follows the
-// grammar above.
+// that never closes (the output stops, or closes the message, inside it) is reasoning with content
+// null, as its text streamed, so a reply reads the same streamed or not (vLLM's non-streaming
+// parser calls that text content; fixture case truncated_in_think); a response or tools channel
+// opened without closing the think channel ends it there; a tool call that never closes is
+// dropped; text outside any channel goes to content when no response channel exists (and is
+// dropped after one); an <|open|> that breaks a tool call moves that call's raw text into content;
+// unexpected tags, stray <|sep|> and other special tokens are kept as literal text in the current
+// channel; anything after <|end_of_msg|> is ignored.  `degraded` is false exactly for output that
+// stops on <|end_of_msg|> and follows the grammar above.
 //
 // Streaming: every feed returns the delta it completed.  Reasoning and content stream as they come
 // (whitespace-only content is held back until it is known not to become null); a tool call is

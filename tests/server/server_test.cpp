@@ -271,6 +271,53 @@ TEST(Server, ChatAndCompletionShapes) {
   EXPECT_EQ(post(cli, "/v1/completions", c)["choices"][0]["text"], cr.body["choices"][0]["text"]);
 }
 
+// A reply cut by max_tokens inside the think channel (biases keep the channel from closing) is
+// reasoning, streamed or not, and usage counts every one of its tokens as reasoning in both.
+TEST(Server, ReplyCutInsideThinkIsReasoningStreamedOrNot) {
+  httplib::Client cli = client(main_server());
+  ojson b = chat_body("Think about the sea.", 12);
+  b["logit_bias"] = ojson::object();
+  for (const char* special : {"<|open|>", "<|close|>", "<|end_of_msg|>", "[EOS]"}) {
+    const ojson ids = post(cli, "/tokenize", {{"prompt", special}})["tokens"];
+    ASSERT_EQ(ids.size(), 1u) << special;
+    b["logit_bias"][std::to_string(ids[0].get<int>())] = -100;
+  }
+  const Reply whole = post(cli, "/v1/chat/completions", b);
+  ASSERT_EQ(whole.status, 200) << whole.raw;
+  const ojson& choice = whole.body["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "length");
+  const ojson& msg = choice["message"];
+  ASSERT_TRUE(msg["reasoning_content"].is_string()) << msg;
+  EXPECT_FALSE(msg["reasoning_content"].get<std::string>().empty()) << msg;
+  EXPECT_TRUE(msg["content"].is_null()) << msg;
+  EXPECT_FALSE(msg.contains("tool_calls")) << msg;
+  const ojson& u = whole.body["usage"];
+  EXPECT_EQ(u["completion_tokens"], 12);
+  EXPECT_EQ(u["completion_tokens_details"]["reasoning_tokens"], u["completion_tokens"]);
+
+  b["stream"] = true;
+  b["stream_options"] = {{"include_usage", true}};
+  const Sse s = post_sse(cli, "/v1/chat/completions", b);
+  ASSERT_TRUE(s.done) << s.raw;
+  std::string reasoning, content;
+  std::string reason;
+  for (const ojson& e : s.events) {
+    if (e["choices"].empty()) continue;
+    const ojson& d = e["choices"][0]["delta"];
+    if (d.contains("reasoning_content")) reasoning += d["reasoning_content"].get<std::string>();
+    if (d.contains("content")) content += d["content"].get<std::string>();
+    EXPECT_FALSE(d.contains("tool_calls")) << d;
+    if (e["choices"][0]["finish_reason"].is_string()) reason = e["choices"][0]["finish_reason"];
+  }
+  EXPECT_EQ(reasoning, msg["reasoning_content"]);
+  EXPECT_EQ(content, "");  // only the role chunk's empty content
+  EXPECT_EQ(reason, "length");
+  const ojson& su = s.events.back()["usage"];
+  EXPECT_EQ(su["prompt_tokens"], u["prompt_tokens"]);
+  EXPECT_EQ(su["completion_tokens"], u["completion_tokens"]);
+  EXPECT_EQ(su["completion_tokens_details"], u["completion_tokens_details"]);
+}
+
 // A chat's second turn starts from the first turn's last prefill-chunk boundary (usage reports
 // those tokens as cached) and answers exactly what a server without the cache answers.
 TEST(Server, PromptPrefixCacheAcrossTurns) {
@@ -302,17 +349,16 @@ TEST(Server, PromptPrefixCacheAcrossTurns) {
   const Reply again = post(a, "/v1/chat/completions", turn);
   EXPECT_GT(again.body["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), n1 - 16);
   EXPECT_EQ(again.body["choices"][0]["message"], want.body["choices"][0]["message"]);
-  // The streamed turn said the same (an unclosed think channel streams as reasoning and ends as
-  // content in a whole message, so the two are compared together).
-  std::string streamed, whole;
-  for (const ojson& e : second.events)
-    for (const char* field : {"reasoning_content", "content"})
+  // The streamed turn said the same, channel by channel.
+  for (const char* field : {"reasoning_content", "content"}) {
+    std::string streamed, whole;
+    for (const ojson& e : second.events)
       if (!e["choices"].empty() && e["choices"][0]["delta"].contains(field))
         streamed += e["choices"][0]["delta"][field].get<std::string>();
-  for (const char* field : {"reasoning_content", "content"})
     if (want.body["choices"][0]["message"][field].is_string())
-      whole += want.body["choices"][0]["message"][field].get<std::string>();
-  EXPECT_EQ(streamed, whole);
+      whole = want.body["choices"][0]["message"][field].get<std::string>();
+    EXPECT_EQ(streamed, whole) << field;
+  }
   const std::string metrics = a.Get("/metrics")->body;
   EXPECT_EQ(metric(metrics, "k3_prefix_cache_hits_total"), 2.0) << metrics;
   EXPECT_EQ(metric(metrics, "k3_prompt_tokens_cached_total"),

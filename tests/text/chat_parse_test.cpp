@@ -104,16 +104,19 @@ TEST(ChatParse, AllFixtureCompletions) {
     Streamed s;
     const ParsedChatMessage smsg = parse_streamed(completion, o, s);
     bool ok = matches(name + " (streamed, final)", smsg, row.at("expected"));
-    if (wf) {  // well-formed: the deltas concatenate to the expected message
-      const ojson& want = row["expected"];
-      EXPECT_EQ(s.reasoning, want["reasoning_content"].is_null() ? "" : want["reasoning_content"].get<std::string>()) << name;
-      EXPECT_EQ(s.content, want["content"].is_null() ? "" : want["content"].get<std::string>()) << name;
-      ASSERT_EQ(s.calls.size(), want["tool_calls"].size()) << name;
-      for (size_t i = 0; i < s.calls.size(); ++i) {
-        EXPECT_EQ(s.calls[i].arguments, want["tool_calls"][i]["function"]["arguments"].get<std::string>()) << name;
-        EXPECT_EQ(s.calls[i].id, smsg.tool_calls[i].id) << name;
-        ok &= s.calls[i].arguments == want["tool_calls"][i]["function"]["arguments"];
-      }
+    // Well-formed or not, the deltas concatenate to the expected message: a reply reads the same
+    // streamed or not (fixtures/chat/README.md, truncated_in_think).
+    const ojson& want = row["expected"];
+    const std::string want_reasoning = want["reasoning_content"].is_null() ? "" : want["reasoning_content"].get<std::string>();
+    const std::string want_content = want["content"].is_null() ? "" : want["content"].get<std::string>();
+    EXPECT_EQ(s.reasoning, want_reasoning) << name;
+    EXPECT_EQ(s.content, want_content) << name;
+    ok &= s.reasoning == want_reasoning && s.content == want_content;
+    ASSERT_EQ(s.calls.size(), want["tool_calls"].size()) << name;
+    for (size_t i = 0; i < s.calls.size(); ++i) {
+      EXPECT_EQ(s.calls[i].arguments, want["tool_calls"][i]["function"]["arguments"].get<std::string>()) << name;
+      EXPECT_EQ(s.calls[i].id, smsg.tool_calls[i].id) << name;
+      ok &= s.calls[i].arguments == want["tool_calls"][i]["function"]["arguments"];
     }
     streamed += ok;
   }
@@ -253,10 +256,32 @@ TEST(ChatParseAdversarial, AnswerWithoutThinkBlock) {
   EXPECT_TRUE(m.degraded);
   EXPECT_FALSE(m.reasoning_content.has_value());
   EXPECT_EQ(m.content, std::optional<std::string>("Hi there"));
-  const ParsedChatMessage bare = parse("Just text.<|close|>message<|sep|><|end_of_msg|>");
+  // Without thinking, text closed by the message alone is content.
+  const ParsedChatMessage bare = parse("Just text.<|close|>message<|sep|><|end_of_msg|>", /*thinking=*/false);
   EXPECT_TRUE(bare.degraded);
   EXPECT_FALSE(bare.reasoning_content.has_value());
   EXPECT_EQ(bare.content, std::optional<std::string>("Just text."));
+}
+
+// A think channel that never closes is reasoning, whether the output stops inside it (max_tokens,
+// or a stop token) or closes the message from inside it, and the deltas said the same.
+TEST(ChatParseAdversarial, UnclosedThinkChannelIsReasoningStreamedOrNot) {
+  for (const std::string text : {"still thinking", "still thinking<|end_of_msg|>",
+                                 "still thinking<|close|>message<|sep|><|end_of_msg|>"}) {
+    SCOPED_TRACE(text);
+    const ParsedChatMessage whole = parse(text);
+    EXPECT_TRUE(whole.degraded);
+    EXPECT_EQ(whole.reasoning_content, std::optional<std::string>("still thinking"));
+    EXPECT_FALSE(whole.content.has_value());
+    Streamed s;
+    ChatParserOptions o;
+    o.parse_tools = true;
+    const ParsedChatMessage streamed = parse_streamed(text, o, s);
+    EXPECT_EQ(s.reasoning, "still thinking");
+    EXPECT_EQ(s.content, "");
+    EXPECT_EQ(streamed.reasoning_content, whole.reasoning_content);
+    EXPECT_EQ(streamed.content, whole.content);
+  }
 }
 
 TEST(ChatParseAdversarial, GarbageNeverThrows) {

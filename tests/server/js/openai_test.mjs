@@ -78,6 +78,13 @@ const nonStreamThink = await client.chat.completions.create({
   model: 'm', messages: user('Why is the sky blue?'), max_tokens: 12, temperature: 0, reasoning_effort: 'high',
 });
 check('reasoning_content' in nonStreamThink.choices[0].message, 'reasoning_content field', nonStreamThink.choices[0]);
+// The same request, not streamed, gives the reply it streamed, channel by channel, and the same usage.
+const whole = nonStreamThink.choices[0].message;
+check(whole.reasoning_content === (reasoning || null) && whole.content === (answer || null),
+  'non-streamed reasoning_content / content equal the streamed ones', [whole, reasoning, answer]);
+check(nonStreamThink.usage.completion_tokens === tusage.completion_tokens &&
+  nonStreamThink.usage.completion_tokens_details.reasoning_tokens === tusage.completion_tokens_details.reasoning_tokens,
+  'non-streamed usage equals the streamed usage', [nonStreamThink.usage, tusage]);
 
 // Tool calls: the K3 reply format parsed into tool_calls (through /detokenize's chat format), then
 // the round trip of that assistant message and the tool's result into the next request.
