@@ -439,7 +439,7 @@ int WeightStore::find_victim() {
   uint64_t best_score = UINT64_MAX;
   for (size_t i = 0; i < slots_.size(); ++i) {
     const Slot& s = slots_[i];
-    if (s.pins > 0) continue;
+    if (s.pins > 0 || s.wanted) continue;
     if (s.key < 0) return static_cast<int>(i);
     if (s.ticket && !s.ticket->done()) continue;
     const uint64_t score = s.last_use + bonus * std::min<uint32_t>(s.uses, 8);
@@ -481,19 +481,22 @@ void WeightStore::start_expert_read(int slot, int layer, int e) {
 }
 
 void WeightStore::prefetch(int layer, std::span<const int32_t> experts) {
+  for (Slot& s : slots_) s.wanted = false;  // a new MoE call: the last one's requests are over
   for (int32_t e : experts) {
     const int64_t key = static_cast<int64_t>(layer) * c_.num_experts + e;
     auto it = slot_of_.find(key);
     if (it != slot_of_.end()) {
       ++stats_.expert_hits;
       slots_[it->second].last_use = ++tick_;
+      slots_[it->second].wanted = true;
       continue;
     }
-    ++stats_.expert_misses;
     const int victim = find_victim();
-    if (victim < 0) continue;  // every slot is held or in flight: acquire() reads it later
+    if (victim < 0) continue;  // every slot is held or wanted: acquire() counts and reads it
+    ++stats_.expert_misses;
     start_expert_read(victim, layer, e);
     slots_[victim].last_use = ++tick_;
+    slots_[victim].wanted = true;
   }
 }
 
@@ -543,9 +546,13 @@ std::vector<const MlpWeights*> WeightStore::acquire(int layer, std::span<const i
         ++stats_.expert_misses;
         slot = find_victim();
         if (slot < 0) {
-          // Every unheld slot is still being read: wait for those reads, then choose again.
+          // Every unheld slot is being read or waits for a later group of this call: give up
+          // those reservations (a later group reads its experts again), then choose again.
           for (Slot& s : slots_)
-            if (s.pins == 0 && s.ticket) wait_ticket(*s.ticket);
+            if (s.pins == 0) {
+              if (s.ticket) wait_ticket(*s.ticket);
+              s.wanted = false;
+            }
           slot = find_victim();
         }
         K3_CHECK(slot >= 0, "weight store: no free expert slot");
@@ -553,6 +560,7 @@ std::vector<const MlpWeights*> WeightStore::acquire(int layer, std::span<const i
       }
       Slot& s = slots_[slot];
       ++s.pins;
+      s.wanted = false;
       held.push_back(slot);
       s.last_use = ++tick_;
       ++s.uses;

@@ -152,6 +152,7 @@ class WeightStore final : public ExpertSource {
     int pins = 0;
     uint64_t last_use = 0;
     uint32_t uses = 0;
+    bool wanted = false;  // prefetched for the MoE call in progress: not evicted before its acquire
     std::shared_ptr<ExtentReader::Ticket> ticket;
     bool checked = false;
     MlpWeights w;
