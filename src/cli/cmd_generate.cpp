@@ -6,6 +6,7 @@
 //                       <|media_end|> in its place), followed by the assistant generation prompt;
 //   with --prompt-ids:  each image's media prompt tokens come first, in order, then the ids.
 // Either way the <|media_pad|> embeddings are overwritten by the projector rows of the images.
+#include <chrono>
 #include <cstdio>
 #include <optional>
 
@@ -149,13 +150,43 @@ void add_generate_command(CLI::App& app, Runner& run) {
         for (int id : model->config().stop_token_ids) opt.stop_tokens.push_back(id);
       }
       bool first = true;
+      // Timing and, for streamed weights, what was read: logged with -v.
+      using Clock = std::chrono::steady_clock;
+      const Clock::time_point t0 = Clock::now();
+      Clock::time_point t_first;
+      WeightStore* store = model->weight_store();
+      if (store) store->reset_counters();
+      WeightStoreStats at_first;
+      int64_t count = 0;
       generate(*model, state, prompt, opt, [&](int32_t tok) {
+        if (count++ == 0) {
+          t_first = Clock::now();
+          if (store) at_first = store->stats();
+        }
         std::printf(first ? "%d" : " %d", tok);
         std::fflush(stdout);
         first = false;
         return true;
       });
       std::printf("\n");
+      const Clock::time_point t_end = Clock::now();
+      if (count > 0) {
+        const double pre = std::chrono::duration<double>(t_first - t0).count();
+        const double dec = std::chrono::duration<double>(t_end - t_first).count();
+        log_info("prefill of ", prompt.size(), " tokens: ", pre, " s; ", count - 1, " decoded tokens: ", dec, " s (",
+                 count > 1 ? (count - 1) / dec : 0.0, " tokens/s)");
+        if (store && count > 1) {
+          const WeightStoreStats e = store->stats();
+          const double n = static_cast<double>(count - 1);
+          const uint64_t hits = e.expert_hits - at_first.expert_hits, misses = e.expert_misses - at_first.expert_misses;
+          log_info("decode reads per token: ", (e.bytes_read - at_first.bytes_read) / n / 1e9, " GB (trunk ",
+                   (e.trunk_bytes_read - at_first.trunk_bytes_read) / n / 1e9, ", experts ",
+                   (e.expert_bytes_read - at_first.expert_bytes_read) / n / 1e9, "), ",
+                   (e.bytes_read - at_first.bytes_read) / dec / 1e9, " GB/s; expert hit rate ",
+                   hits + misses ? 100.0 * hits / (hits + misses) : 0.0, "%; waiting for reads ",
+                   (e.io_wait_seconds - at_first.io_wait_seconds) / dec * 100, "% of the time");
+        }
+      }
       return 0;
     };
   });
