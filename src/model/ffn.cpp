@@ -65,6 +65,15 @@ void moe_forward(const MoeWeights& w, const TextConfig& c, const float* x, int64
   }
   if (source != nullptr) source->prefetch(layer, chosen);
 
+  // The shared MLP needs no routed expert: it runs while their reads are in flight, and is
+  // added after them (the same sum as when it ran last).
+  std::vector<float> shared;
+  if (!w.shared.gate.empty()) {
+    ScopedPhase phase(Phase::kShared);
+    shared.resize(n * d);
+    mlp_forward(w.shared, c, x, n, shared.data());
+  }
+
   // Routed experts, grouped by expert so each expert's weights stream once per call; each
   // token accumulates its experts in expert-index order (independent of the batch).  A group of
   // experts runs as two pool dispatches (every gate and up product, then every down product),
@@ -169,12 +178,7 @@ void moe_forward(const MoeWeights& w, const TextConfig& c, const float* x, int64
   else
     std::copy(acc.begin(), acc.end(), y);
 
-  if (!w.shared.gate.empty()) {
-    ScopedPhase phase(Phase::kShared);
-    std::vector<float> s(n * d);
-    mlp_forward(w.shared, c, x, n, s.data());
-    for (int64_t i = 0; i < n * d; ++i) y[i] += s[i];
-  }
+  for (size_t i = 0; i < shared.size(); ++i) y[i] += shared[i];
 }
 
 }  // namespace k3

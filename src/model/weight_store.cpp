@@ -159,7 +159,9 @@ WeightStore::WeightStore(const Checkpoint& ckpt, const ModelWeights& weights, co
   int64_t slots = stats_.expert_slot_bytes ? static_cast<int64_t>(cache_bytes / stats_.expert_slot_bytes) : 0;
   slots = std::min<int64_t>(slots, stats_.expert_count);
   stats_.expert_slots = static_cast<int>(slots);
-  max_held_ = std::max(1, stats_.expert_slots / 2);
+  // Small groups: a MoE call computes the first experts while the rest are still being read
+  // (the reads are queued in the order the groups take them).
+  max_held_ = std::max(1, std::min(4, stats_.expert_slots / 2));
 }
 
 WeightStoreStats WeightStore::layout(const Checkpoint& ckpt, const ModelWeights& weights, const TextConfig& c,
@@ -582,6 +584,35 @@ void WeightStore::release(int layer, std::span<const int32_t> experts) {
     auto it = slot_of_.find(static_cast<int64_t>(layer) * c_.num_experts + e);
     if (it != slot_of_.end() && slots_[it->second].pins > 0) --slots_[it->second].pins;
   }
+}
+
+double WeightStore::probe_trunk_read_gbps(uint64_t max_bytes) {
+  constexpr uint64_t kBuffer = uint64_t{256} << 20;
+  uint8_t* buf = map_weight_memory(kBuffer, "read probe");
+  const uint64_t before = reader_->bytes_read();
+  const auto t0 = std::chrono::steady_clock::now();
+  uint64_t issued = 0;
+  try {
+    for (const Plan& p : unit_plans_) {
+      for (const Extent& x : p.extents) {
+        for (uint64_t off = x.begin; off < x.end && issued < max_bytes;) {
+          const uint64_t n = std::min(kBuffer, x.end - off);
+          auto t = std::make_shared<ExtentReader::Ticket>();
+          reader_->read(x.file, off, n, buf, t, false);
+          t->wait();
+          off += n;
+          issued += n;
+        }
+      }
+    }
+  } catch (...) {
+    ::munmap(buf, kBuffer);
+    throw;
+  }
+  const double dt = seconds_since(t0);
+  ::munmap(buf, kBuffer);
+  bytes_read_base_ += reader_->bytes_read() - before;  // not counted as the model's reads
+  return dt > 0 ? static_cast<double>(reader_->bytes_read() - before) / dt / 1e9 : 0.0;
 }
 
 WeightStoreStats WeightStore::stats() const {

@@ -117,6 +117,11 @@ class WeightStore final : public ExpertSource {
   std::vector<const MlpWeights*> acquire(int layer, std::span<const int32_t> experts) override;
   void release(int layer, std::span<const int32_t> experts) override;
 
+  // Reads the trunk's extents (the bytes a streamed decode reads, in its order) with the store's
+  // reader into a scratch buffer, up to max_bytes, and returns GB/s: the disk limit a streamed
+  // decode is measured against, taken over the same bytes (a disk or hypervisor cache treats
+  // both alike).  Not while a forward call runs.
+  double probe_trunk_read_gbps(uint64_t max_bytes);
   WeightStoreStats stats() const;
   void reset_counters();
   // Held by Model::forward for the whole call.

@@ -12,6 +12,7 @@
 #include "engine/sampler.h"
 #include "io/huge_pages.h"
 #include "model/k3_model.h"
+#include "model/weight_store.h"
 #include "perf/stopwatch.h"
 
 namespace k3 {
@@ -137,6 +138,11 @@ ModelBenchResult run_model_bench(const Model& model, const std::string& label, c
 
   // Decode: greedy steps continuing the prompt, each repetition from the same state.
   std::vector<double> decode;
+  WeightStore* store = model.weight_store();
+  constexpr uint64_t kProbeBytes = uint64_t{4} << 30;
+  if (store != nullptr) r.stream_probe_gbps = store->probe_trunk_read_gbps(kProbeBytes);
+  WeightStoreStats store_before;
+  double decode_seconds = 0;
   const double bw_before = measure_read_gbps_once(pool);
   double bw_probes = 0.0, weights_probe = 0.0;
   for (int rep = 0; rep <= opt.reps; ++rep) {
@@ -145,6 +151,7 @@ ModelBenchResult run_model_bench(const Model& model, const std::string& label, c
     if (rep == 1) {
       profile_reset();
       profile_enable(true);
+      if (store != nullptr) store_before = store->stats();
     }
     const double t0 = now_seconds();
     for (int i = 0; i < opt.decode_tokens; ++i) {
@@ -159,7 +166,9 @@ ModelBenchResult run_model_bench(const Model& model, const std::string& label, c
       r.decode_profile = profile_snapshot();
     }
     if (rep > 0) decode.push_back(opt.decode_tokens / dt);
+    if (rep > 0) decode_seconds += dt;
     log_info("bench: decode rep ", rep, ": ", opt.decode_tokens / dt, " tokens/s");
+    if (store != nullptr) continue;  // the probes below would read the mapped files from disk
     // A probe after every repetition (~30 ms each): the VM's read bandwidth changes state within
     // seconds, and with probes only before and after, decode measured 61 GB/s against a fastest
     // probe of 56 (a 109% "roofline" ratio).
@@ -168,6 +177,21 @@ ModelBenchResult run_model_bench(const Model& model, const std::string& label, c
     // probe buffer sat in slower memory than the weights at times (a decode at 59 GB/s against
     // a fastest buffer probe of 46 GB/s), and the roofline is reading those bytes.
     if (rep % 2 == 0) weights_probe = std::max(weights_probe, measure_read_gbps_spans(pool, active.spans));
+  }
+  if (store != nullptr) {
+    const WeightStoreStats after = store->stats();
+    const double tokens = static_cast<double>(opt.decode_tokens) * opt.reps;
+    const double read = static_cast<double>(after.bytes_read - store_before.bytes_read);
+    const double hits = static_cast<double>(after.expert_hits - store_before.expert_hits);
+    const double misses = static_cast<double>(after.expert_misses - store_before.expert_misses);
+    r.streamed = true;
+    r.stream_budget_bytes = static_cast<double>(after.budget);
+    r.stream_bytes_per_token = tokens > 0 ? read / tokens : 0;
+    r.stream_gbps = decode_seconds > 0 ? read / decode_seconds / 1e9 : 0;
+    r.stream_hit_rate = hits + misses > 0 ? hits / (hits + misses) : 0;
+    r.stream_wait_fraction =
+        decode_seconds > 0 ? (after.io_wait_seconds - store_before.io_wait_seconds) / decode_seconds : 0;
+    r.stream_probe_gbps = std::max(r.stream_probe_gbps, store->probe_trunk_read_gbps(kProbeBytes));
   }
   r.weights_read_gbps = weights_probe;
   r.weights_residency = residency_name(model.weights_residency());

@@ -38,6 +38,16 @@ struct ModelBenchResult {
   double prefill_roofline_tokens_per_s = 0;  // that peak / (2 x active params)
   double prefill_roofline_ratio = 0;
   double read_gbps_during = 0;  // bandwidth probed around the decode runs
+  // Streamed weights (model/weight_store.h): what decode read from the checkpoint's files per
+  // token and how fast, against direct reads of the trunk's bytes (what a streamed decode reads)
+  // probed before and after the decode runs with the store's own reader (the faster of the two).
+  bool streamed = false;
+  double stream_budget_bytes = 0;
+  double stream_bytes_per_token = 0;
+  double stream_gbps = 0;          // bytes read during decode / decode time
+  double stream_probe_gbps = 0;
+  double stream_hit_rate = 0;      // expert requests found in the cache during decode
+  double stream_wait_fraction = 0; // decode time spent waiting for reads
   double weights_read_gbps = 0;  // fastest streaming read of the bytes one decoded token reads
   std::string weights_residency;  // "memory" or "mmap" (--weights, as resolved)
   // Of the bytes one decoded token reads, the share the kernel backs with 2 MiB pages (after

@@ -85,6 +85,15 @@ std::string format_table(const BenchReport& r) {
                     b.decode_tokens_per_s > 0 ? b.batch_decode_tokens_per_s / b.decode_tokens_per_s : 0.0);
       out += line;
     }
+    if (b.streamed) {
+      std::snprintf(line, sizeof line,
+                    "  streamed weights (budget %.2f GB): decode read %.2f GB/token at %.2f GB/s = %.1f%% of the %.2f "
+                    "GB/s direct-read probe of the same bytes; expert hit rate %.1f%%; %.0f%% of decode waited for reads\n",
+                    b.stream_budget_bytes / 1e9, b.stream_bytes_per_token / 1e9, b.stream_gbps,
+                    b.stream_probe_gbps > 0 ? 100.0 * b.stream_gbps / b.stream_probe_gbps : 0.0, b.stream_probe_gbps,
+                    100.0 * b.stream_hit_rate, 100.0 * b.stream_wait_fraction);
+      out += line;
+    }
     out += "  decode profile: " + profile_line(b.decode_profile) + "\n";
     out += "  prefill profile:" + profile_line(b.prefill_profile) + "\n";
   }
@@ -178,6 +187,13 @@ nlohmann::json to_json(const BenchReport& r) {
                   {"prefill_roofline_ratio", b.prefill_roofline_ratio},
                   {"peak_rss_bytes", b.peak_rss_bytes},
                   {"decode_profile", profile_json(b.decode_profile)},
+                  {"streamed", b.streamed},
+                  {"stream_budget_bytes", b.stream_budget_bytes},
+                  {"stream_bytes_per_token", b.stream_bytes_per_token},
+                  {"stream_gbps", b.stream_gbps},
+                  {"stream_probe_gbps", b.stream_probe_gbps},
+                  {"stream_hit_rate", b.stream_hit_rate},
+                  {"stream_wait_fraction", b.stream_wait_fraction},
                   {"prefill_profile", profile_json(b.prefill_profile)}};
     if (b.batch > 1) {  // --batch 1: no batched figure
       j["model"]["batch_decode_sequences"] = b.batch;
