@@ -29,6 +29,7 @@ void add_render_chat_command(CLI::App& app, Runner& run);
 void add_vision_embed_command(CLI::App& app, Runner& run);
 void add_serve_command(CLI::App& app, Runner& run);
 void add_loadtest_command(CLI::App& app, Runner& run);
+void add_plan_command(CLI::App& app, Runner& run);
 
 // Shared helpers.
 // Option checks whose messages name the rule ("must be >= 0 (got -1)"): CLI11's NonNegativeNumber
