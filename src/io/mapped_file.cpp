@@ -16,6 +16,7 @@
 
 #include "base/error.h"
 #include "io/available_memory.h"
+#include "io/numa.h"
 #include "io/read_fd.h"
 
 namespace k3 {
@@ -243,6 +244,7 @@ MappedFile::MappedFile(const std::string& path, Residency residency, size_t alig
     fail(path, ": cannot allocate ", size_, " bytes to hold it in memory: ", std::strerror(errno),
          " (use --weights mmap to stream it from the page cache)");
   ::madvise(p, mapped_, MADV_HUGEPAGE);  // best effort: THP may be off
+  interleave_over_nodes(p, mapped_);      // several NUMA nodes: read at all their bandwidths
   char* dst = static_cast<char*>(p) + pad;
   size_t off = 0;
   while (off < size_) {

@@ -11,6 +11,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/progress.h"
+#include "io/numa.h"
 #include "kernels/mxfp4.h"
 
 namespace k3 {
@@ -47,6 +48,7 @@ uint8_t* map_weight_memory(uint64_t bytes, const char* what) {
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) fail("cannot allocate ", bytes >> 20, " MiB for the ", what, ": ", std::strerror(errno));
   ::madvise(p, bytes, MADV_HUGEPAGE);
+  interleave_over_nodes(p, bytes);  // several NUMA nodes: read at all their bandwidths
   return static_cast<uint8_t*>(p);
 }
 
