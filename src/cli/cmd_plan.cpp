@@ -298,8 +298,10 @@ int plan(const Args& a) {
       continue;
     }
     const std::string placement =
-        (p.layout.trunk_resident ? std::string("trunk resident")
-                                 : "trunk streamed (" + human_bytes(static_cast<double>(p.layout.ring_bytes)) + " ring)") +
+        (p.layout.trunk_resident
+             ? std::string("trunk resident")
+             : "trunk " + human_bytes(static_cast<double>(p.layout.trunk_resident_bytes)) + " resident, rest via " +
+                   human_bytes(static_cast<double>(p.layout.ring_bytes)) + " ring") +
         ", " + std::to_string(p.layout.expert_slots) + " slots" + (p.exceeds_ram ? " > RAM" : "");
     std::printf("%-18s %-44s %6s %10s %9s %5s %5s %5s %11s %11s", label.c_str(), placement.c_str(),
                 hit_percent(p.hit_rate).c_str(), sig3(p.decode_tokens_per_second).c_str(),
@@ -312,8 +314,8 @@ int plan(const Args& a) {
   }
   for (const BudgetPlan& p : plans) {
     if (!p.feasible || p.layout.trunk_resident) continue;
-    std::printf("\nstreamed trunk: all %s of it is read from disk for every token (%s s at %s GB/s); %s or more "
-                "keeps it resident\n",
+    std::printf("\nstreamed trunk: the part of the %s trunk that is not resident is read from disk for every token "
+                "(all of it: %s s at %s GB/s); %s or more keeps it all resident\n",
                 human_bytes(static_cast<double>(sizes.trunk_bytes)).c_str(),
                 sig3(static_cast<double>(sizes.trunk_bytes) / (hw.disk_gbps * 1e9)).c_str(), sig3(hw.disk_gbps).c_str(),
                 human_bytes(static_cast<double>(trunk_resident_budget(sizes))).c_str());

@@ -148,16 +148,55 @@ WeightStore::WeightStore(const Checkpoint& ckpt, const ModelWeights& weights, co
   stats_.minimum_budget = stats_.largest_unit + min_cache;
   if (budget < stats_.minimum_budget) return;
 
-  // Placement: the trunk resident when it fits beside the minimal cache, else a ring of up to
-  // two of its largest units; the experts get the rest.
+  // Placement.  Every trunk byte kept resident is a byte not read again for each forward call,
+  // while an expert slot saves a read only when the router comes back to its expert: so the
+  // trunk gets all it can, the expert cache keeps its minimum plus what is left.  The whole
+  // trunk when it fits; otherwise the largest units resident (which also shrinks the ring, sized
+  // for two of the largest streamed units, or one when that is all the budget allows), then any
+  // smaller unit that still fits.
+  const int U = units();
+  unit_resident_.assign(static_cast<size_t>(U), false);
   stats_.trunk_resident = stats_.trunk_bytes + min_cache <= budget;
   if (stats_.trunk_resident) {
-    trunk_mem_bytes_ = stats_.trunk_bytes;
+    unit_resident_.assign(static_cast<size_t>(U), true);
+    stats_.trunk_resident_bytes = stats_.trunk_bytes;
   } else {
-    trunk_mem_bytes_ = std::min(budget - min_cache, 2 * stats_.largest_unit);
-    stats_.ring_bytes = trunk_mem_bytes_;
+    std::vector<int> order(static_cast<size_t>(U));
+    for (int u = 0; u < U; ++u) order[static_cast<size_t>(u)] = u;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int a, int b) { return unit_plans_[a].bytes > unit_plans_[b].bytes; });
+    const uint64_t room = budget - min_cache;
+    uint64_t best_resident = 0, best_ring = 0, prefix = 0;
+    int best_p = -1;
+    for (int p = 0; p < U; ++p) {
+      const uint64_t largest_streamed = unit_plans_[order[static_cast<size_t>(p)]].bytes;
+      for (uint64_t ring : {2 * largest_streamed, largest_streamed}) {
+        if (prefix + ring <= room && (best_p < 0 || prefix > best_resident)) {
+          best_p = p;
+          best_resident = prefix;
+          best_ring = ring;
+          break;
+        }
+      }
+      prefix += largest_streamed;
+    }
+    for (int p = 0; p < best_p; ++p) unit_resident_[static_cast<size_t>(order[static_cast<size_t>(p)])] = true;
+    uint64_t resident = best_resident;
+    for (int p = best_p + 1; p < U; ++p) {  // smaller units that still fit beside the ring
+      const uint64_t b = unit_plans_[order[static_cast<size_t>(p)]].bytes;
+      if (resident + b + best_ring <= room) {
+        unit_resident_[static_cast<size_t>(order[static_cast<size_t>(p)])] = true;
+        resident += b;
+      }
+    }
+    stats_.trunk_resident_bytes = resident;
+    stats_.ring_bytes = best_ring;
+    ring_mem_bytes_ = best_ring;
   }
-  const uint64_t cache_bytes = budget - trunk_mem_bytes_;
+  trunk_mem_bytes_ = stats_.trunk_resident_bytes;
+  for (int u = 0; u < U; ++u)
+    if (!unit_resident_[static_cast<size_t>(u)]) streamed_units_.push_back(u);
+  const uint64_t cache_bytes = budget - trunk_mem_bytes_ - ring_mem_bytes_;
   int64_t slots = stats_.expert_slot_bytes ? static_cast<int64_t>(cache_bytes / stats_.expert_slot_bytes) : 0;
   slots = std::min<int64_t>(slots, stats_.expert_count);
   stats_.expert_slots = static_cast<int>(slots);
@@ -185,32 +224,39 @@ WeightStore::WeightStore(const Checkpoint& ckpt, const ModelWeights& weights, co
   reader_ = std::make_unique<ExtentReader>(paths, io_threads);
   stats_.direct_io = reader_->direct();
   stats_.io_threads = io_threads > 0 ? io_threads : 4;
-  trunk_mem_ = map_weight_memory(trunk_mem_bytes_, "trunk weights");
   slot_mem_bytes_ = static_cast<uint64_t>(slots) * stats_.expert_slot_bytes;
   try {
+    trunk_mem_ = map_weight_memory(trunk_mem_bytes_, "resident trunk");
+    ring_mem_ = map_weight_memory(ring_mem_bytes_, "trunk ring");
     slot_mem_ = map_weight_memory(slot_mem_bytes_, "expert cache");
   } catch (...) {
-    ::munmap(trunk_mem_, trunk_mem_bytes_);
+    if (trunk_mem_) ::munmap(trunk_mem_, trunk_mem_bytes_);
+    if (ring_mem_) ::munmap(ring_mem_, ring_mem_bytes_);
     throw;
   }
   slots_.resize(static_cast<size_t>(slots));
   slot_of_.reserve(slots_.size());
 
-  log_info("weight store: budget ", budget >> 20, " MiB; trunk ", stats_.trunk_bytes >> 20, " MiB ",
-           stats_.trunk_resident ? "resident" : cat("streamed through a ", trunk_mem_bytes_ >> 20, " MiB ring"),
+  log_info("weight store: budget ", budget >> 20, " MiB; trunk ", stats_.trunk_bytes >> 20, " MiB, ",
+           stats_.trunk_resident_bytes >> 20, " MiB of it resident",
+           streamed_units_.empty() ? std::string()
+                                   : cat(", ", streamed_units_.size(), " units streamed through a ",
+                                         ring_mem_bytes_ >> 20, " MiB ring"),
            "; ", slots, " expert slots of ", stats_.expert_slot_bytes >> 10, " KiB (", slot_mem_bytes_ >> 20,
            " MiB, ", stats_.expert_count, " experts in the checkpoint); ", reader_->direct() ? "direct I/O" : "buffered I/O");
 
-  if (stats_.trunk_resident) {
-    // Read every unit now, all at once (the readers take them in order).
+  // Read the resident units now, all at once (the readers take them in order).
+  resident_layers_.resize(static_cast<size_t>(c.num_layers));
+  if (trunk_mem_bytes_ > 0) {
     Progress progress("reading the trunk", trunk_mem_bytes_ >> 20, "MiB");
-    std::vector<uint64_t> offsets;
+    std::vector<uint64_t> offsets(static_cast<size_t>(units()), 0);
     uint64_t off = 0;
     auto ticket = std::make_shared<ExtentReader::Ticket>();
-    for (const Plan& p : unit_plans_) {
-      offsets.push_back(off);
-      submit(p, trunk_mem_ + off, ticket, false);
-      off += p.bytes;
+    for (int u = 0; u < units(); ++u) {
+      if (!unit_resident_[static_cast<size_t>(u)]) continue;
+      offsets[static_cast<size_t>(u)] = off;
+      submit(unit_plans_[u], trunk_mem_ + off, ticket, false);
+      off += unit_plans_[u].bytes;
     }
     while (!ticket->done()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -218,11 +264,17 @@ WeightStore::WeightStore(const Checkpoint& ckpt, const ModelWeights& weights, co
     }
     ticket->wait();
     progress.finish();
-    for (int l = 0; l < c.num_layers; ++l)
-      resident_layers_.push_back(std::make_unique<LayerWeights>(relocate_layer(l, trunk_mem_ + offsets[l])));
-    resident_head_ = relocate_head(trunk_mem_ + offsets[c.num_layers]);
+    for (int u = 0; u < units(); ++u) {
+      if (!unit_resident_[static_cast<size_t>(u)]) continue;
+      if (u < c.num_layers)
+        resident_layers_[static_cast<size_t>(u)] =
+            std::make_unique<LayerWeights>(relocate_layer(u, trunk_mem_ + offsets[static_cast<size_t>(u)]));
+      else
+        resident_head_ = relocate_head(trunk_mem_ + offsets[static_cast<size_t>(u)]);
+    }
     stats_.trunk_bytes_read = reader_->bytes_read();
   }
+  if (!streamed_units_.empty()) next_unit_ = streamed_units_.front();
 }
 
 WeightStore::~WeightStore() {
@@ -243,6 +295,7 @@ WeightStore::~WeightStore() {
     }
   reader_.reset();
   if (trunk_mem_) ::munmap(trunk_mem_, trunk_mem_bytes_);
+  if (ring_mem_) ::munmap(ring_mem_, ring_mem_bytes_);
   if (slot_mem_) ::munmap(slot_mem_, slot_mem_bytes_);
 }
 
@@ -336,8 +389,7 @@ void WeightStore::top_up() {
   // Start reading the next units in use order while the ring has room for them.
   for (;;) {
     const int u = next_unit_;
-    if (!ring_.empty() && ring_.back().unit != (u + units() - 1) % units()) return;
-    if (!ring_.empty() && ring_.size() >= static_cast<size_t>(units())) return;
+    if (ring_.size() >= streamed_units_.size()) return;
     const uint64_t need = unit_plans_[u].bytes;
     uint64_t at;
     if (ring_.empty()) {
@@ -346,7 +398,7 @@ void WeightStore::top_up() {
       const uint64_t head = ring_.front().off;
       const uint64_t tail = ring_tail_;
       if (tail > head) {
-        if (tail + need <= trunk_mem_bytes_) at = tail;
+        if (tail + need <= ring_mem_bytes_) at = tail;
         else if (need <= head) at = 0;
         else return;
       } else {
@@ -359,11 +411,20 @@ void WeightStore::top_up() {
     x.off = at;
     x.bytes = need;
     x.ticket = std::make_shared<ExtentReader::Ticket>();
-    submit(unit_plans_[u], trunk_mem_ + at, x.ticket, false);
+    submit(unit_plans_[u], ring_mem_ + at, x.ticket, false);
     ring_.push_back(std::move(x));
     ring_tail_ = at + need;
-    next_unit_ = (u + 1) % units();
+    next_unit_ = next_streamed(u);
   }
+}
+
+int WeightStore::next_streamed(int u) const {
+  // The streamed unit after u in forward order (units run 0..L-1, then the head, then 0 again).
+  for (int i = 1; i <= units(); ++i) {
+    const int v = (u + i) % units();
+    if (!unit_resident_[static_cast<size_t>(v)]) return v;
+  }
+  return u;
 }
 
 WeightStore::Loaded& WeightStore::take_unit(int unit) {
@@ -389,8 +450,8 @@ WeightStore::Loaded& WeightStore::take_unit(int unit) {
   if (!x.ready) {
     wait_ticket(*x.ticket);
     stats_.trunk_bytes_read += x.bytes;
-    if (unit < c_.num_layers) x.layer = std::make_unique<LayerWeights>(relocate_layer(unit, trunk_mem_ + x.off));
-    else x.head = relocate_head(trunk_mem_ + x.off);
+    if (unit < c_.num_layers) x.layer = std::make_unique<LayerWeights>(relocate_layer(unit, ring_mem_ + x.off));
+    else x.head = relocate_head(ring_mem_ + x.off);
     x.ready = true;
   }
   return x;
@@ -398,19 +459,19 @@ WeightStore::Loaded& WeightStore::take_unit(int unit) {
 
 const LayerWeights& WeightStore::acquire_layer(int l) {
   K3_CHECK(l >= 0 && l < c_.num_layers, "weight store: no layer ", l);
-  if (stats_.trunk_resident) return *resident_layers_[l];
+  if (unit_resident_[static_cast<size_t>(l)]) return *resident_layers_[static_cast<size_t>(l)];
   return *take_unit(l).layer;
 }
 
 void WeightStore::release_layer(int l) {
-  if (stats_.trunk_resident) return;
+  if (unit_resident_[static_cast<size_t>(l)]) return;
   if (!ring_.empty() && ring_.front().unit == l) ring_.pop_front();
   if (ring_.empty()) ring_tail_ = 0;
   top_up();
 }
 
 const Matrix& WeightStore::acquire_head() {
-  if (stats_.trunk_resident) return resident_head_;
+  if (unit_resident_.back()) return resident_head_;
   return take_unit(c_.num_layers).head;
 }
 

@@ -4,8 +4,9 @@
 //
 //  - The trunk (every matrix but the routed experts, in units of one layer plus the lm_head) is
 //    resident when it fits in the budget next to a minimal expert cache: read once, at load, by
-//    several readers.  Otherwise it streams through a ring of at least one and at most two of
-//    the largest units: while layer l computes, layer l+1 (and more, as room allows) is read.
+//    several readers.  Otherwise its largest units that fit stay resident and the others stream
+//    through a ring of one or two of the largest streamed units: while layer l computes, the
+//    next streamed layers are read.
 //  - Routed experts live in a cache of fixed-size slots (the rest of the budget).  A MoE layer
 //    asks for the experts its router chose the moment it has run (prefetch), then holds a group
 //    of them while their products run (acquire / release).  Eviction takes the slot whose
@@ -70,8 +71,9 @@ struct WeightStoreStats {
   uint64_t budget = 0;            // bytes the store may use
   uint64_t minimum_budget = 0;    // the largest trunk unit + the minimal expert cache
   uint64_t trunk_bytes = 0;       // all trunk units (aligned for direct reads)
-  bool trunk_resident = false;    // read once at load, or streamed per forward call
-  uint64_t ring_bytes = 0;        // the streaming ring (0 when resident)
+  bool trunk_resident = false;    // all of it read once at load
+  uint64_t trunk_resident_bytes = 0;  // the units kept resident (all, or the largest that fit)
+  uint64_t ring_bytes = 0;        // the ring the other units stream through (0 when all resident)
   uint64_t largest_unit = 0;      // the largest trunk unit
   uint64_t expert_slot_bytes = 0; // one slot (the largest expert, aligned)
   int expert_slots = 0;
@@ -170,6 +172,7 @@ class WeightStore final : public ExpertSource {
   LayerWeights relocate_layer(int l, uint8_t* base) const;
   Matrix relocate_head(uint8_t* base) const;
   int units() const { return static_cast<int>(unit_plans_.size()); }
+  int next_streamed(int u) const;
   Loaded& take_unit(int unit);
   void top_up();
   void drain_ring();
@@ -187,8 +190,12 @@ class WeightStore final : public ExpertSource {
   std::vector<Plan> unit_plans_;  // layers, then the head
 
   WeightStoreStats stats_;
-  uint8_t* trunk_mem_ = nullptr;
+  std::vector<bool> unit_resident_;
+  std::vector<int> streamed_units_;
+  uint8_t* trunk_mem_ = nullptr;  // the resident units
   uint64_t trunk_mem_bytes_ = 0;
+  uint8_t* ring_mem_ = nullptr;   // the ring the streamed units pass through
+  uint64_t ring_mem_bytes_ = 0;
   // Resident trunk: every unit's relocated weights, built at load.
   std::vector<std::unique_ptr<LayerWeights>> resident_layers_;
   Matrix resident_head_;

@@ -75,7 +75,10 @@ BudgetPlan plan_budget(const WeightStoreStats& layout, const ModelFigures& m, co
   const double disk = hw.disk_gbps * 1e9, mem = hw.mem_gbps * 1e9, peak = hw.fp32_gflops * 1e9;
   const double prefill_peak = peak * hw.prefill_eff;
   const double T = static_cast<double>(layout.trunk_bytes);
-  const bool streamed = !layout.trunk_resident;
+  // The part of the trunk read from disk for every forward call (the store keeps its largest
+  // units resident when the whole does not fit).
+  const double S = static_cast<double>(layout.trunk_bytes - layout.trunk_resident_bytes);
+  const bool streamed = S > 0;
   const double N = static_cast<double>(layout.expert_count);
   const double e = N > 0 ? static_cast<double>(layout.expert_bytes_total) / N : 0.0;
   const double k = m.top_k, L = m.moe_layers, E = m.experts_per_layer;
@@ -92,10 +95,10 @@ BudgetPlan plan_budget(const WeightStoreStats& layout, const ModelFigures& m, co
   // Decode.
   p.expert_requests_per_token = N > 0 ? k * L : 0.0;
   p.expert_misses_per_token = p.expert_requests_per_token * miss;
-  p.disk_bytes_per_token = (streamed ? T : 0.0) + p.expert_misses_per_token * e;
+  p.disk_bytes_per_token = S + p.expert_misses_per_token * e;
   {
     const Pass trunk = pass(T, 2 * trunk_params, mem, hw.bf16_gemv_eff, peak);
-    const double trunk_read = streamed ? T / disk : 0.0;
+    const double trunk_read = streamed ? S / disk : 0.0;
     if (trunk_read > trunk.total()) {
       p.decode.disk += trunk_read;
     } else {
@@ -113,7 +116,7 @@ BudgetPlan plan_budget(const WeightStoreStats& layout, const ModelFigures& m, co
 
   // Prefill, chunk by chunk.
   auto add_chunk = [&](int c) {
-    const double trunk_read = streamed ? T / disk : 0.0;
+    const double trunk_read = streamed ? S / disk : 0.0;
     const Pass trunk = pass(T, 2 * trunk_params * c, mem, hw.bf16_gemv_eff, prefill_peak);
     if (trunk_read > trunk.total()) {
       p.prefill.disk += trunk_read;
@@ -135,7 +138,7 @@ BudgetPlan plan_budget(const WeightStoreStats& layout, const ModelFigures& m, co
   p.prefill_tokens_per_second = p.prefill_seconds > 0 ? o.prompt_tokens / p.prefill_seconds : 0.0;
 
   // Memory.
-  p.weight_bytes = (layout.trunk_resident ? layout.trunk_bytes : layout.ring_bytes) +
+  p.weight_bytes = layout.trunk_resident_bytes + layout.ring_bytes +
                    static_cast<uint64_t>(layout.expert_slots) * layout.expert_slot_bytes;
   p.peak_rss_bytes = p.weight_bytes + p.overhead_bytes;
   p.exceeds_ram = hw.ram_bytes > 0 && p.weight_bytes > hw.ram_bytes;

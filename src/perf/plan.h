@@ -17,8 +17,9 @@
 //    memory bandwidth, MXFP4 expert GEMVs eff = 0.5 (exact fp32 decode of MXFP4 is bound by
 //    instructions, not bytes).
 //      trunk   = gemv(T, trunk params, bf16 eff)                      resident trunk
-//              = max(T / disk, gemv(T, trunk params, bf16 eff))       streamed: reads of the next
-//                                                                      layer overlap this one's compute
+//              = max(S / disk, gemv(T, trunk params, bf16 eff))       S streamed bytes (the units
+//                                                                      not kept resident): reads of
+//                                                                      the next layers overlap compute
 //      experts = (1 - h) k L e / disk + gemv(k L e, k L expert params, mxfp4 eff)
 //                (a layer's misses are read after its router has run: on the critical path)
 //      time    = trunk + experts;  tokens/s = 1 / time.
@@ -34,7 +35,7 @@
 //    (from disk too when streamed) and touches D = E (1 - (1 - k/E)^c) distinct experts per MoE
 //    layer, of which (1 - h) come from disk; its arithmetic, 2 x active params x c FLOP, runs at
 //    prefill_eff (0.6) of fp32_peak:
-//      trunk   = max(streamed ? T / disk : 0, T / (mem x bf16 eff), 2 trunk params c / (peak x prefill_eff))
+//      trunk   = max(S / disk, T / (mem x bf16 eff), 2 trunk params c / (peak x prefill_eff))
 //      experts = (1 - h) L D e / disk + max(L D e / (mem x mxfp4 eff), 2 k L expert params c / (peak x prefill_eff))
 //    tokens/s = P / (sum over the chunks).
 //

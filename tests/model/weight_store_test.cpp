@@ -79,6 +79,7 @@ TEST_F(WeightStoreTest, LogitsAreByteIdenticalAtEveryBudget) {
   const Case cases[] = {
       {"smallest: a one-unit ring, the fewest expert slots", big.minimum_budget, false},
       {"a ring of 1.5 units", big.minimum_budget + big.largest_unit / 2, false},
+      {"half the trunk resident, the rest streamed", big.trunk_bytes / 2 + 2 * big.largest_unit + min_cache, false},
       {"resident trunk, fewest slots", big.trunk_bytes + min_cache, true},
       {"resident trunk, a third of the experts", big.trunk_bytes + big.expert_bytes_total / 3, true},
       {"everything", big.trunk_bytes + big.expert_bytes_total + slot, true},
@@ -89,13 +90,19 @@ TEST_F(WeightStoreTest, LogitsAreByteIdenticalAtEveryBudget) {
     ASSERT_NE(m->weight_store(), nullptr);
     const WeightStoreStats before = m->weight_store()->stats();
     EXPECT_EQ(before.trunk_resident, c.resident);
-    EXPECT_LE(before.ring_bytes + before.expert_slots * slot + (c.resident ? before.trunk_bytes : 0), c.budget);
+    EXPECT_LE(before.ring_bytes + before.expert_slots * slot + before.trunk_resident_bytes, c.budget);
+    EXPECT_EQ(before.trunk_resident_bytes == before.trunk_bytes, c.resident);
     const Outputs got = run_model(*m, prompt_);
     EXPECT_TRUE(same_bits(got.prefill, want.prefill));
     EXPECT_TRUE(same_bits(got.decode, want.decode));
     EXPECT_EQ(got.tokens, want.tokens);
     const WeightStoreStats after = m->weight_store()->stats();
     EXPECT_GT(after.expert_misses, 0u);
+    if (!c.resident && c.budget > big.minimum_budget + big.largest_unit) {
+      // Partly resident: the resident units are read once, the rest once per forward call.
+      EXPECT_GT(before.trunk_resident_bytes, big.trunk_bytes / 4);
+      EXPECT_LT(after.trunk_bytes_read, before.trunk_resident_bytes + 14 * (big.trunk_bytes - before.trunk_resident_bytes));
+    }
     if (c.budget == big.minimum_budget) {
       // The smallest cache cannot hold a layer's experts across tokens: it reads at every layer.
       EXPECT_GT(after.expert_bytes_read, big.expert_bytes_total);

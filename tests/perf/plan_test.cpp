@@ -39,6 +39,7 @@ WeightStoreStats layout(bool resident, int slots, uint64_t budget = 0) {
   s.expert_bytes_total = 256 * kMiB;
   s.minimum_budget = s.largest_unit + 16 * kMiB;
   s.trunk_resident = resident;
+  s.trunk_resident_bytes = resident ? s.trunk_bytes : 0;
   s.ring_bytes = resident ? 0 : 120 * kMiB;
   s.expert_slots = slots;
   s.budget = budget ? budget : (resident ? s.trunk_bytes : s.ring_bytes) + slots * kMiB;
@@ -98,6 +99,16 @@ TEST(Plan, StreamedTrunkTakesTheLongerOfItsReadAndItsProducts) {
   const BudgetPlan fast = plan_budget(s, model(), machine(1000.0));
   EXPECT_EQ(fast.decode.disk, 0.0);
   EXPECT_NEAR(fast.decode_seconds, plan_budget(layout(true, 256), model(), machine(1000.0)).decode_seconds, 1e-15);
+}
+
+TEST(Plan, OnlyTheTrunkUnitsNotResidentAreReadPerToken) {
+  // 300 of the 400 MiB trunk resident: 100 MiB from disk per token, a quarter of the full stream.
+  WeightStoreStats s = layout(false, 256);
+  s.trunk_resident_bytes = 300 * kMiB;
+  const BudgetPlan part = plan_budget(s, model(), machine(1.0));
+  EXPECT_NEAR(part.disk_bytes_per_token, 100.0 * kMiB, 1e-3);
+  EXPECT_NEAR(part.decode.disk, 100.0 * kMiB / 1e9, 1e-12);
+  EXPECT_EQ(part.weight_bytes, 300 * kMiB + s.ring_bytes + 256 * kMiB);
 }
 
 TEST(Plan, HitRateIsCappedAtOne) {
