@@ -152,7 +152,7 @@ WeightStore::WeightStore(const Checkpoint& ckpt, const ModelWeights& weights, co
   // while an expert slot saves a read only when the router comes back to its expert: so the
   // trunk gets all it can, the expert cache keeps its minimum plus what is left.  The whole
   // trunk when it fits; otherwise the largest units resident (which also shrinks the ring, sized
-  // for two of the largest streamed units, or one when that is all the budget allows), then any
+  // for two of the largest streamed units, or all the room left when that is less), then any
   // smaller unit that still fits.
   const int U = units();
   unit_resident_.assign(static_cast<size_t>(U), false);
@@ -170,13 +170,11 @@ WeightStore::WeightStore(const Checkpoint& ckpt, const ModelWeights& weights, co
     int best_p = -1;
     for (int p = 0; p < U; ++p) {
       const uint64_t largest_streamed = unit_plans_[order[static_cast<size_t>(p)]].bytes;
-      for (uint64_t ring : {2 * largest_streamed, largest_streamed}) {
-        if (prefix + ring <= room && (best_p < 0 || prefix > best_resident)) {
-          best_p = p;
-          best_resident = prefix;
-          best_ring = ring;
-          break;
-        }
+      if (prefix + largest_streamed <= room && (best_p < 0 || prefix > best_resident)) {
+        best_p = p;
+        best_resident = prefix;
+        // Two units read ahead where they fit; else the ring takes all the room there is.
+        best_ring = prefix + 2 * largest_streamed <= room ? 2 * largest_streamed : room - prefix;
       }
       prefix += largest_streamed;
     }
