@@ -91,8 +91,14 @@ TEST(FullLayout, LoadsValidatesAndDecodesUnderASmallBudget) {
   EXPECT_GE(st.expert_bytes_read, 92u * 16 * layout.expert_slot_bytes / 2);
   // ... and each request reads its expert once (a prefetched expert is not evicted before use).
   EXPECT_LE(st.expert_bytes_read, 2u * 92 * 16 * layout.expert_slot_bytes);
-  // Within the budget plus the stated overhead: metadata, activations and one sequence's state.
-  EXPECT_LT(peak, mo.weight_budget + (uint64_t{2} << 30));
+  // Within the budget plus the stated overhead: metadata, activations and one sequence's state
+  // (AddressSanitizer's shadow memory and quarantine add their own).
+#if defined(__SANITIZE_ADDRESS__)
+  constexpr uint64_t kOverhead = uint64_t{4} << 30;
+#else
+  constexpr uint64_t kOverhead = uint64_t{2} << 30;
+#endif
+  EXPECT_LT(peak, mo.weight_budget + kOverhead);
 }
 
 }  // namespace
