@@ -1,6 +1,7 @@
 #include "io/extent_reader.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,6 +29,9 @@ ExtentReader::ExtentReader(const std::vector<std::string>& files, int threads) :
       for (int f : fds_) ::close(f);
       fail(p, ": cannot open: ", std::strerror(err));
     }
+    struct stat st {};
+    ::fstat(fd, &st);
+    sizes_.push_back(static_cast<uint64_t>(st.st_size));
     fds_.push_back(fd);
     is_direct_.push_back(direct);
     all_direct_ = all_direct_ && direct;
@@ -103,19 +107,17 @@ void ExtentReader::run_chunk(const Chunk& c) {
       error = cat(paths_[c.file], ": read error at byte ", c.offset + done, ": ", std::strerror(errno));
       break;
     }
-    if (r == 0) {
-      // The end of the file: fine when the file really ends inside this chunk (the last extent
-      // is rounded up to the block size), an error when the file shrank under the checkpoint.
-      const off_t size = ::lseek(fd, 0, SEEK_END);
-      if (size >= 0 && static_cast<uint64_t>(size) >= c.offset + done + kAlign)
-        error = cat(paths_[c.file], ": read returned nothing at byte ", c.offset + done);
-      else if (size >= 0 && static_cast<uint64_t>(size) < c.offset + done)
-        error = cat(paths_[c.file], ": file shrank to ", size, " bytes while the checkpoint was open");
-      break;
-    }
+    if (r == 0) break;  // the end of the file (checked below)
     done += static_cast<uint64_t>(r);
     // A direct read may stop at the file's end mid-block; anything after it is past the end.
     if (is_direct_[c.file] && static_cast<uint64_t>(r) % kAlign != 0) break;
+  }
+  // Short of the file's size when it was opened: it shrank (or was replaced) under the checkpoint.
+  const uint64_t want = std::min(c.offset + c.length, sizes_[c.file]);
+  if (error.empty() && c.offset + done < want) {
+    const off_t now = ::lseek(fd, 0, SEEK_END);
+    error = cat(paths_[c.file], ": file shrank to ", now, " bytes while the checkpoint was open (it had ",
+                sizes_[c.file], "); a read at byte ", c.offset + done, " came back short");
   }
   if (!is_direct_[c.file])
     ::posix_fadvise(fd, static_cast<off_t>(c.offset), static_cast<off_t>(c.length), POSIX_FADV_DONTNEED);

@@ -75,6 +75,7 @@ class ExtentReader {
 
   std::vector<std::string> paths_;
   std::vector<int> fds_;
+  std::vector<uint64_t> sizes_;  // at open: a read that ends short of them means the file shrank
   std::vector<bool> is_direct_;
   bool all_direct_ = true;
   std::mutex mu_;

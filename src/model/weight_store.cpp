@@ -446,7 +446,12 @@ WeightStore::Loaded& WeightStore::take_unit(int unit) {
            " in the trunk ring");
   Loaded& x = ring_.front();
   if (!x.ready) {
-    wait_ticket(*x.ticket);
+    try {
+      wait_ticket(*x.ticket);
+    } catch (...) {
+      drain_ring();  // a failed read is not kept: the next call reads the unit again
+      throw;
+    }
     stats_.trunk_bytes_read += x.bytes;
     if (unit < c_.num_layers) x.layer = std::make_unique<LayerWeights>(relocate_layer(unit, ring_mem_ + x.off));
     else x.head = relocate_head(ring_mem_ + x.off);

@@ -54,6 +54,10 @@ std::unique_ptr<Model> load(const std::string& dir, Residency r, uint64_t budget
 
 class WeightStoreTest : public ::testing::Test {
  protected:
+  // The smallest budget for the fixture: the trunk streams through a one-unit ring.
+  uint64_t probe_budget() const {
+    return load(dir_, Residency::kStreamed, uint64_t{1} << 40)->weight_store()->stats().minimum_budget;
+  }
   std::string dir_ = testing::fixture_dir("k3-tiny-a");
   SafetensorsFile golden_{dir_ + "/golden.safetensors"};
   std::vector<int32_t> prompt_ = testing::read_i32(golden_, "p0.prompt_ids");
@@ -168,6 +172,28 @@ TEST_F(WeightStoreTest, NanScaleFailsWhenTheExpertIsRead) {
   // Read into memory, every scale is checked at load, as before.
   const std::string err = testing::error_of([&] { load(dir, Residency::kMemory); });
   EXPECT_NE(err.find("E8M0 scale 0xFF (NaN)"), std::string::npos) << err;
+}
+
+TEST_F(WeightStoreTest, AShardThatShrinksFailsTheCallNamingItAndRecovers) {
+  testing::TempDir tmp;
+  const std::string dir = tmp.path() + "/m";
+  testing::copy_dir(dir_, dir);
+  // Shard 1 holds the first layers (the embedding, read through the mapping, is in shard 2).
+  const std::string shard = dir + "/model-00001-of-000002.safetensors";
+  const std::string bytes = testing::read_file(shard);
+  const auto memory = load(dir_, Residency::kMemory);
+  SequenceState want_state = memory->new_sequence();
+  const std::vector<float> want = prefill_logits(*memory, want_state, prompt_, 4);
+
+  const auto m = load(dir, Residency::kStreamed, probe_budget());
+  testing::write_file(shard, bytes.substr(0, 4096));
+  SequenceState s = m->new_sequence();
+  const std::string err = testing::error_of([&] { prefill_logits(*m, s, prompt_, 4); });
+  EXPECT_NE(err.find(shard + ": file shrank to 4096 bytes"), std::string::npos) << err;
+  // Put back (the same file, so the store's descriptor sees it): the next call reads it again.
+  testing::write_file(shard, bytes);
+  SequenceState s2 = m->new_sequence();
+  EXPECT_TRUE(same_bits(prefill_logits(*m, s2, prompt_, 4), want));
 }
 
 TEST(ByteSize, ParsesUnitsAndRejectsNonsense) {
