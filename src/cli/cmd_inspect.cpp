@@ -9,27 +9,6 @@
 namespace k3::cli {
 namespace {
 
-std::string human_bytes(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (b >= 1024.0 && u < 4) {
-    b /= 1024.0;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f %s", b, units[u]);
-  return buf;
-}
-
-std::string human_count(double n) {
-  char buf[32];
-  if (n >= 1e12) std::snprintf(buf, sizeof buf, "%.3fT", n / 1e12);
-  else if (n >= 1e9) std::snprintf(buf, sizeof buf, "%.3fB", n / 1e9);
-  else if (n >= 1e6) std::snprintf(buf, sizeof buf, "%.3fM", n / 1e6);
-  else std::snprintf(buf, sizeof buf, "%.0f", n);
-  return buf;
-}
-
 int inspect(const std::string& dir) {
   ModelOptions options;
   options.headers_only = true;  // headers and small tensors only: no weight bytes are read

@@ -47,18 +47,6 @@ constexpr Published kCEnginePublished[] = {
 };
 constexpr double kCEnginePeakRssGb = 8.24;  // at 8 GB
 
-std::string human_bytes(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (b >= 1024.0 && u < 4) {
-    b /= 1024.0;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f %s", b, units[u]);
-  return buf;
-}
-
 // Three significant digits without an exponent (0.0351, 3.51, 35.1, 351).
 std::string sig3(double x) {
   char buf[32];
@@ -68,15 +56,6 @@ std::string sig3(double x) {
     const int decimals = std::max(0, 2 - static_cast<int>(std::floor(std::log10(std::fabs(x)))));
     std::snprintf(buf, sizeof buf, "%.*f", std::min(decimals, 8), x);
   }
-  return buf;
-}
-
-std::string human_count(double n) {
-  char buf[32];
-  if (n >= 1e12) std::snprintf(buf, sizeof buf, "%.3fT", n / 1e12);
-  else if (n >= 1e9) std::snprintf(buf, sizeof buf, "%.3fB", n / 1e9);
-  else if (n >= 1e6) std::snprintf(buf, sizeof buf, "%.3fM", n / 1e6);
-  else std::snprintf(buf, sizeof buf, "%.0f", n);
   return buf;
 }
 

@@ -44,6 +44,9 @@ extern const CLI::Validator kUnsigned64;
 // For --model and other paths whose absence means a default: an explicit empty value (an unset
 // shell variable) is an error, not the default.
 extern const CLI::Validator kNonEmpty;
+// "1.50 GiB" (powers of 1024) and "2.779T" / "104.190B" / "8.616M" parameter counts.
+std::string human_bytes(double bytes);
+std::string human_count(double n);
 // Parses "1,2,3" (commas and/or spaces); throws k3::Error naming the bad entry.
 std::vector<int32_t> parse_token_ids(const std::string& text);
 // --model default: $K3_DEFAULT_MODEL, else ~/.cache/k3/default-tiny; synthesised on first use.
