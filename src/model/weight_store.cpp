@@ -223,15 +223,10 @@ WeightStore::WeightStore(const Checkpoint& ckpt, const ModelWeights& weights, co
   stats_.direct_io = reader_->direct();
   stats_.io_threads = io_threads > 0 ? io_threads : 4;
   slot_mem_bytes_ = static_cast<uint64_t>(slots) * stats_.expert_slot_bytes;
-  try {
-    trunk_mem_ = map_weight_memory(trunk_mem_bytes_, "resident trunk");
-    ring_mem_ = map_weight_memory(ring_mem_bytes_, "trunk ring");
-    slot_mem_ = map_weight_memory(slot_mem_bytes_, "expert cache");
-  } catch (...) {
-    if (trunk_mem_) ::munmap(trunk_mem_, trunk_mem_bytes_);
-    if (ring_mem_) ::munmap(ring_mem_, ring_mem_bytes_);
-    throw;
-  }
+  // (A throw from here on runs the destructor: the delegated-to constructor has completed.)
+  trunk_mem_ = map_weight_memory(trunk_mem_bytes_, "resident trunk");
+  ring_mem_ = map_weight_memory(ring_mem_bytes_, "trunk ring");
+  slot_mem_ = map_weight_memory(slot_mem_bytes_, "expert cache");
   slots_.resize(static_cast<size_t>(slots));
   slot_of_.reserve(slots_.size());
 
@@ -264,9 +259,11 @@ WeightStore::WeightStore(const Checkpoint& ckpt, const ModelWeights& weights, co
     progress.finish();
     for (int u = 0; u < units(); ++u) {
       if (!unit_resident_[static_cast<size_t>(u)]) continue;
-      if (u < c.num_layers)
-        resident_layers_[static_cast<size_t>(u)] =
-            std::make_unique<LayerWeights>(relocate_layer(u, trunk_mem_ + offsets[static_cast<size_t>(u)]));
+      if (u < c.num_layers) {
+        auto L = std::make_unique<LayerWeights>(relocate_layer(u, trunk_mem_ + offsets[static_cast<size_t>(u)]));
+        check_trunk_scales(*L, u);
+        resident_layers_[static_cast<size_t>(u)] = std::move(L);
+      }
       else
         resident_head_ = relocate_head(trunk_mem_ + offsets[static_cast<size_t>(u)]);
     }
@@ -409,11 +406,25 @@ void WeightStore::top_up() {
     x.off = at;
     x.bytes = need;
     x.ticket = std::make_shared<ExtentReader::Ticket>();
-    submit(unit_plans_[u], ring_mem_ + at, x.ticket, false);
-    ring_.push_back(std::move(x));
+    const std::shared_ptr<ExtentReader::Ticket> ticket = x.ticket;
+    ring_.push_back(std::move(x));  // claimed before any chunk is queued into its memory
+    submit(unit_plans_[u], ring_mem_ + at, ticket, false);
     ring_tail_ = at + need;
     next_unit_ = next_streamed(u);
   }
+}
+
+void WeightStore::check_trunk_scales(LayerWeights& L, int layer) const {
+  // MXFP4 trunk matrices (none in K3, whose quantization config keeps the trunk bf16): their
+  // scales are checked as an expert's are, when the bytes are in memory.
+  visit_trunk(L, [&](Matrix& m) {
+    if (m.format != WeightFormat::kMxfp4 || m.scales == nullptr) return;
+    const Mxfp4ScaleScan scan = scan_mxfp4_scales(m.scales, m.scale_bytes());
+    if (scan.first_nan >= 0)
+      fail("layer ", layer, ": an MXFP4 matrix [", m.rows, ", ", m.cols, "] has the E8M0 scale 0xFF (NaN) at row ",
+           scan.first_nan / (m.cols / 32), ", group ", scan.first_nan % (m.cols / 32));
+    m.scales_zero_free = !scan.has_zero;
+  });
 }
 
 int WeightStore::next_streamed(int u) const {
@@ -453,8 +464,13 @@ WeightStore::Loaded& WeightStore::take_unit(int unit) {
       throw;
     }
     stats_.trunk_bytes_read += x.bytes;
-    if (unit < c_.num_layers) x.layer = std::make_unique<LayerWeights>(relocate_layer(unit, ring_mem_ + x.off));
-    else x.head = relocate_head(ring_mem_ + x.off);
+    if (unit < c_.num_layers) {
+      auto L = std::make_unique<LayerWeights>(relocate_layer(unit, ring_mem_ + x.off));
+      check_trunk_scales(*L, unit);
+      x.layer = std::move(L);
+    } else {
+      x.head = relocate_head(ring_mem_ + x.off);
+    }
     x.ready = true;
   }
   return x;
@@ -470,7 +486,11 @@ void WeightStore::release_layer(int l) {
   if (unit_resident_[static_cast<size_t>(l)]) return;
   if (!ring_.empty() && ring_.front().unit == l) ring_.pop_front();
   if (ring_.empty()) ring_tail_ = 0;
-  top_up();
+  // Called from destructors: reading ahead is best effort here (the next acquire tops up too).
+  try {
+    top_up();
+  } catch (...) {
+  }
 }
 
 const Matrix& WeightStore::acquire_head() {
@@ -550,15 +570,17 @@ void WeightStore::start_expert_read(int slot, int layer, int e) {
 
 void WeightStore::prefetch(int layer, std::span<const int32_t> experts) {
   for (Slot& s : slots_) s.wanted = false;  // a new MoE call: the last one's requests are over
+  // First the chosen experts already here, so that placing the others cannot evict them.
+  for (int32_t e : experts) {
+    auto it = slot_of_.find(static_cast<int64_t>(layer) * c_.num_experts + e);
+    if (it == slot_of_.end()) continue;
+    ++stats_.expert_hits;
+    slots_[it->second].last_use = ++tick_;
+    slots_[it->second].wanted = true;
+  }
   for (int32_t e : experts) {
     const int64_t key = static_cast<int64_t>(layer) * c_.num_experts + e;
-    auto it = slot_of_.find(key);
-    if (it != slot_of_.end()) {
-      ++stats_.expert_hits;
-      slots_[it->second].last_use = ++tick_;
-      slots_[it->second].wanted = true;
-      continue;
-    }
+    if (slot_of_.count(key)) continue;
     const int victim = find_victim();
     if (victim < 0) continue;  // every slot is held or wanted: acquire() counts and reads it
     ++stats_.expert_misses;
@@ -618,7 +640,13 @@ std::vector<const MlpWeights*> WeightStore::acquire(int layer, std::span<const i
           // those reservations (a later group reads its experts again), then choose again.
           for (Slot& s : slots_)
             if (s.pins == 0) {
-              if (s.ticket) wait_ticket(*s.ticket);
+              try {
+                if (s.ticket) wait_ticket(*s.ticket);
+              } catch (const Error&) {
+                // Another expert's failed read: that slot is simply free again.
+                if (s.key >= 0) slot_of_.erase(s.key);
+                s.key = -1;
+              }
               s.wanted = false;
             }
           slot = find_victim();

@@ -173,6 +173,7 @@ class WeightStore final : public ExpertSource {
   Matrix relocate_head(uint8_t* base) const;
   int units() const { return static_cast<int>(unit_plans_.size()); }
   int next_streamed(int u) const;
+  void check_trunk_scales(LayerWeights& L, int layer) const;
   Loaded& take_unit(int unit);
   void top_up();
   void drain_ring();
