@@ -62,8 +62,8 @@ int main(int argc, char** argv) {
   std::string weights;
   app.add_option("--weights", weights,
                  "Where checkpoint weights live: memory (read into huge-page RAM, fastest decode), stream (read "
-                 "with direct I/O within --weight-budget: the trunk resident when it fits, else streamed layer by "
-                 "layer, routed experts in a cache), mmap (the page cache) or auto (memory when they fit in 3/4 "
+                 "with direct I/O within --weight-budget: the trunk resident when it fits, else its largest layers "
+                 "resident and the rest streamed layer by layer, routed experts in a cache), mmap (the page cache) or auto (memory when they fit in 3/4 "
                  "of the available RAM, cgroup limits included, else stream; default, or K3_WEIGHTS)");
   std::string weight_budget;
   app.add_option("--weight-budget", weight_budget,

@@ -213,9 +213,10 @@ WeightStore::WeightStore(const Checkpoint& ckpt, const ModelWeights& weights, co
     : WeightStore(ckpt, weights, c, budget, PlanOnly{}) {
   if (budget < stats_.minimum_budget) {
     const int min_slots = stats_.expert_count > 0 ? std::max(8, 2 * c.top_k) : 0;
-    fail("a weight budget of ", budget >> 20, " MiB is too small for this checkpoint: it needs at least ",
-         (stats_.minimum_budget + (1 << 20) - 1) >> 20, " MiB (its largest layer, ", stats_.largest_unit >> 20,
-         " MiB, and ", min_slots, " expert slots of ", stats_.expert_slot_bytes >> 10, " KiB)");
+    auto mib = [](uint64_t b) { return cat(static_cast<double>(b) / (1 << 20), " MiB"); };
+    fail("a weight budget of ", mib(budget), " is too small for this checkpoint: it needs at least ",
+         mib(stats_.minimum_budget), " (its largest layer, ", mib(stats_.largest_unit), ", and ", min_slots,
+         " expert slots of ", mib(stats_.expert_slot_bytes), ")");
   }
   const std::vector<std::string> paths = ckpt.shard_paths();
   const int64_t slots = stats_.expert_slots;
