@@ -14,7 +14,7 @@ namespace {
 
 // nlohmann's DOM builder behind a SAX interface that also notes the first repeated key.  (The
 // parser_callback_t route looks for discarded values in the enclosing object each time a nested
-// object closes, which is quadratic in its size: 18 s for a safetensors header of 5,000 tensors.)
+// object closes, which is quadratic in its size: a safetensors header of thousands of tensors.)
 class DuplicateNotingSax {
  public:
   DuplicateNotingSax(json& result, DuplicateKey* duplicate) : dom_(result, true), duplicate_(duplicate) {}

@@ -5,27 +5,24 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <mutex>
-#include <thread>
 
 #include "base/error.h"
+#include "io/extent_reader.h"
 #include "perf/stopwatch.h"
 
 namespace k3 {
 namespace {
 
-constexpr uint64_t kAlign = 4096;
-constexpr uint64_t kChunk = uint64_t{8} << 20;
+// A batch of reads: the reader splits it into its own chunks over its threads.
+constexpr uint64_t kBatch = uint64_t{256} << 20;
 
 struct File {
   std::string path;
   int fd = -1;
-  bool direct = false;
   uint64_t size = 0;
   uint64_t take = 0;  // bytes to read from its start
 };
@@ -54,22 +51,13 @@ uint64_t data_bytes(int fd, uint64_t begin, uint64_t end) {
   return data;
 }
 
-struct Buffer {
-  uint8_t* p = nullptr;
-  Buffer() {
-    p = static_cast<uint8_t*>(std::aligned_alloc(kAlign, kChunk));
-    if (p == nullptr) throw std::bad_alloc();
-  }
-  ~Buffer() { std::free(p); }
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-};
-
 }  // namespace
 
 DiskProbeResult probe_disk(const std::vector<std::string>& paths, const DiskProbeOptions& options) {
   K3_CHECK(!paths.empty(), "disk probe: no files to read");
   K3_CHECK(options.threads >= 1, "disk probe: needs at least 1 thread (got ", options.threads, ")");
+  // The weight store's own reader does the reading; a plain descriptor per file tells data from holes.
+  ExtentReader reader(paths, options.threads);
   std::vector<File> files;
   struct Closer {
     std::vector<File>* f;
@@ -81,16 +69,10 @@ DiskProbeResult probe_disk(const std::vector<std::string>& paths, const DiskProb
   for (const std::string& p : paths) {
     File f;
     f.path = p;
-    f.fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
-    f.direct = f.fd >= 0;
-    if (f.fd < 0 && errno == EINVAL) f.fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+    f.fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
     if (f.fd < 0) fail(p, ": cannot open: ", std::strerror(errno));
     struct stat st {};
-    if (::fstat(f.fd, &st) != 0) {
-      const int err = errno;
-      ::close(f.fd);
-      fail(p, ": cannot stat: ", std::strerror(err));
-    }
+    if (::fstat(f.fd, &st) != 0) fail(p, ": cannot stat: ", std::strerror(errno));
     f.size = static_cast<uint64_t>(st.st_size);
     files.push_back(std::move(f));
   }
@@ -111,75 +93,38 @@ DiskProbeResult probe_disk(const std::vector<std::string>& paths, const DiskProb
   }
   std::vector<Chunk> chunks;
   DiskProbeResult r;
+  r.direct = reader.direct();
   for (size_t i = 0; i < files.size(); ++i) {
-    File& f = files[i];
+    const File& f = files[i];
     if (f.take == 0) continue;
     ++r.files;
-    r.direct = r.direct && f.direct;
-    for (uint64_t off = 0; off < f.take; off += kChunk)
-      chunks.push_back({static_cast<int>(i), off, std::min(kChunk, f.take - off)});
+    for (uint64_t off = 0; off < f.take; off += kBatch)
+      chunks.push_back({static_cast<int>(i), off, std::min(kBatch, f.take - off)});
   }
   K3_CHECK(!chunks.empty(), "disk probe: the files are empty (", paths.front(), paths.size() > 1 ? ", ..." : "", ")");
 
-  std::vector<std::unique_ptr<Buffer>> buffers;  // allocated here: a worker thread must not throw
-  for (int t = 0; t < options.threads; ++t) buffers.push_back(std::make_unique<Buffer>());
-  std::atomic<size_t> next{0};
-  std::atomic<uint64_t> bytes{0}, ranged{0}, data{0};
-  std::atomic<bool> late{false};
-  std::mutex error_mu;
-  std::string error;
+  // Batches into one scratch buffer, one after another (its contents do not matter), so the
+  // time limit is checked between them.
+  void* mem = std::aligned_alloc(ExtentReader::kAlign, kBatch);
+  if (mem == nullptr) throw std::bad_alloc();
+  const std::unique_ptr<void, decltype(&std::free)> hold(mem, &std::free);
+  uint64_t ranged = 0, data = 0;
   const double t0 = now_seconds();
-  auto worker = [&](int t) {
-    Buffer& buf = *buffers[t];
-    for (;;) {
-      if (now_seconds() - t0 > options.max_seconds) {
-        late = true;
-        return;
-      }
-      const size_t i = next.fetch_add(1);
-      if (i >= chunks.size()) return;
-      const Chunk& c = chunks[i];
-      const File& f = files[c.file];
-      // Direct reads need block-aligned lengths; a short read at the end of the file is fine.
-      const uint64_t length = f.direct ? (c.length + kAlign - 1) / kAlign * kAlign : c.length;
-      if (!f.direct)
-        ::posix_fadvise(f.fd, static_cast<off_t>(c.offset), static_cast<off_t>(length), POSIX_FADV_DONTNEED);
-      uint64_t done = 0;
-      while (done < length) {
-        const ssize_t n = ::pread(f.fd, buf.p + done, length - done, static_cast<off_t>(c.offset + done));
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) {
-          std::lock_guard<std::mutex> lock(error_mu);
-          if (error.empty()) error = cat(f.path, ": read error at byte ", c.offset + done, ": ", std::strerror(errno));
-          next = chunks.size();
-          return;
-        }
-        if (n == 0) break;
-        done += static_cast<uint64_t>(n);
-        if (f.direct && static_cast<uint64_t>(n) % kAlign != 0) break;
-      }
-      if (!f.direct)
-        ::posix_fadvise(f.fd, static_cast<off_t>(c.offset), static_cast<off_t>(length), POSIX_FADV_DONTNEED);
-      bytes.fetch_add(std::min(done, c.length), std::memory_order_relaxed);
-      ranged.fetch_add(c.length, std::memory_order_relaxed);
-      data.fetch_add(data_bytes(f.fd, c.offset, c.offset + c.length), std::memory_order_relaxed);
+  for (const Chunk& c : chunks) {
+    if (now_seconds() - t0 > options.max_seconds) {
+      r.stopped_early = true;
+      break;
     }
-  };
-  std::vector<std::thread> threads;
-  try {
-    for (int t = 0; t < options.threads; ++t) threads.emplace_back(worker, t);
-  } catch (const std::system_error& e) {
-    next = chunks.size();
-    for (std::thread& t : threads) t.join();
-    fail("disk probe: cannot start reader threads: ", e.what());
+    auto ticket = std::make_shared<ExtentReader::Ticket>();
+    reader.read(c.file, c.offset, c.length, static_cast<uint8_t*>(mem), ticket, false);
+    ticket->wait();
+    ranged += c.length;
+    data += data_bytes(files[static_cast<size_t>(c.file)].fd, c.offset, c.offset + c.length);
   }
-  for (std::thread& t : threads) t.join();
   r.seconds = now_seconds() - t0;
-  if (!error.empty()) throw Error(error);
-  r.bytes = bytes.load();
-  r.hole_fraction = ranged.load() ? 1.0 - static_cast<double>(data.load()) / static_cast<double>(ranged.load()) : 0.0;
+  r.bytes = ranged;
+  r.hole_fraction = ranged ? 1.0 - static_cast<double>(data) / static_cast<double>(ranged) : 0.0;
   r.gbps = r.seconds > 0 ? static_cast<double>(r.bytes) / r.seconds / 1e9 : 0.0;
-  r.stopped_early = late.load();
   return r;
 }
 

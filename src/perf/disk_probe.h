@@ -1,8 +1,7 @@
-// Sequential read bandwidth of files as the weight store reads them (io/extent_reader.h): a few
-// threads of pread(2) in 8 MiB chunks into 4 KiB-aligned buffers with O_DIRECT, so the page cache
-// neither serves nor keeps the bytes; where a file system refuses O_DIRECT the file is read
-// through the page cache with its pages dropped before and after each chunk
-// (POSIX_FADV_DONTNEED).  k3 plan takes the disk figure of its prediction from here.
+// Sequential read bandwidth of files through the weight store's own reader (io/extent_reader.h:
+// a few threads of pread(2) in 8 MiB chunks with O_DIRECT, or through the page cache with its
+// pages dropped where O_DIRECT is refused), in batches of 256 MiB.  k3 plan takes the disk
+// figure of its prediction from here.
 //
 // A file hole (a sparse checkpoint such as `k3 synth --sparse` writes) reads as zeros without
 // touching the device, at memory speed: the probe measures which fraction of what it read was
