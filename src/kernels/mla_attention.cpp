@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/cpu_features.h"
+#include "base/numeric_types.h"
 #include "base/thread_pool.h"
 #include "kernels/small_gemm.h"
 
@@ -20,6 +21,16 @@ void mla_decode_attention(const float* q, const float* cache, int64_t n, int hea
     case Isa::kAvx512: avx512::mla_decode_attention(q, cache, n, heads, lora, rope, scale, o_lat); return;
     case Isa::kAvx2: avx2::mla_decode_attention(q, cache, n, heads, lora, rope, scale, o_lat); return;
     case Isa::kRef: ref::mla_decode_attention(q, cache, n, heads, lora, rope, scale, o_lat); return;
+  }
+}
+
+void mla_decode_attention(const float* q, const uint16_t* cache_bf16, int64_t n, int heads, int lora, int rope,
+                          float scale, float* o_lat) {
+  switch (active_isa()) {
+    case Isa::kAmx:
+    case Isa::kAvx512: avx512::mla_decode_attention(q, cache_bf16, n, heads, lora, rope, scale, o_lat); return;
+    case Isa::kAvx2: avx2::mla_decode_attention(q, cache_bf16, n, heads, lora, rope, scale, o_lat); return;
+    case Isa::kRef: ref::mla_decode_attention(q, cache_bf16, n, heads, lora, rope, scale, o_lat); return;
   }
 }
 
@@ -136,6 +147,13 @@ void mla_decode_attention(const float* q, const float* cache, int64_t n, int hea
   else global_pool().run(tasks, one);
   mla_detail::merge_tasks(ml.data(), ml.data() + heads, 2 * heads, os.data(), ld_task, width, tasks, heads, lora,
                           o_lat);
+}
+
+void mla_decode_attention(const float* q, const uint16_t* cache_bf16, int64_t n, int heads, int lora, int rope,
+                          float scale, float* o_lat) {
+  std::vector<float> cache(static_cast<size_t>(n) * (lora + rope));
+  for (size_t i = 0; i < cache.size(); ++i) cache[i] = bf16_to_f32(cache_bf16[i]);
+  mla_decode_attention(q, cache.data(), n, heads, lora, rope, scale, o_lat);
 }
 
 }  // namespace ref

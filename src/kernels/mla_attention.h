@@ -6,6 +6,10 @@
 // blocks with an online softmax for all heads; the tasks' partial softmaxes are merged in task
 // order, so the result does not depend on the thread count.  The fast versions
 // (mla_attention_tiles.h) run both products as register-blocked micro-kernels.
+//
+// The cache may be bf16 (cache_bf16: the same rows as bf16 bits): each block of rows is widened
+// to fp32 (exact) just before its products, so the result equals the fp32 kernel on the widened
+// cache bit for bit.
 #pragma once
 
 #include <cstdint>
@@ -15,18 +19,26 @@ namespace k3 {
 // Dispatches on active_isa().
 void mla_decode_attention(const float* q, const float* cache, int64_t n, int heads, int lora, int rope, float scale,
                           float* o_lat);
+void mla_decode_attention(const float* q, const uint16_t* cache_bf16, int64_t n, int heads, int lora, int rope,
+                          float scale, float* o_lat);
 
 namespace ref {  // the plain blocked version (small_gemm products)
 void mla_decode_attention(const float* q, const float* cache, int64_t n, int heads, int lora, int rope, float scale,
                           float* o_lat);
+void mla_decode_attention(const float* q, const uint16_t* cache_bf16, int64_t n, int heads, int lora, int rope,
+                          float scale, float* o_lat);
 }
 namespace avx512 {
 void mla_decode_attention(const float* q, const float* cache, int64_t n, int heads, int lora, int rope, float scale,
                           float* o_lat);
+void mla_decode_attention(const float* q, const uint16_t* cache_bf16, int64_t n, int heads, int lora, int rope,
+                          float scale, float* o_lat);
 }
 namespace avx2 {
 void mla_decode_attention(const float* q, const float* cache, int64_t n, int heads, int lora, int rope, float scale,
                           float* o_lat);
+void mla_decode_attention(const float* q, const uint16_t* cache_bf16, int64_t n, int heads, int lora, int rope,
+                          float scale, float* o_lat);
 }
 
 // Shared by the implementations.

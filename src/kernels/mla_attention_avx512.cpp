@@ -2,9 +2,11 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "base/thread_pool.h"
@@ -24,6 +26,11 @@ void mla_decode_attention(const float* q, const float* cache, int64_t n, int hea
                           float* o_lat) {
   // score tile 8 rows x 3 head vectors, value tile 8 heads x 3 latent vectors: 24 of the 32 registers.
   mla_detail::Fast<simd::Avx512, 8, 3, 8, 3>::decode(q, cache, n, heads, lora, rope, scale, o_lat);
+}
+
+void mla_decode_attention(const float* q, const uint16_t* cache_bf16, int64_t n, int heads, int lora, int rope,
+                          float scale, float* o_lat) {
+  mla_detail::Fast<simd::Avx512, 8, 3, 8, 3>::decode(q, cache_bf16, n, heads, lora, rope, scale, o_lat);
 }
 
 }  // namespace k3::avx512

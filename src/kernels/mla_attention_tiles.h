@@ -13,6 +13,8 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
+#include <type_traits>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -114,17 +116,25 @@ struct Fast {
   }
 
   struct Scratch {
-    std::vector<float> sT, corr, pad;
+    std::vector<float> sT, corr, pad, wide;
   };
 
+  // dst[i] = the fp32 value of bf16 bits src[i] (exact: the bits shifted into the high half).
+  static void widen_bf16(const uint16_t* src, int64_t count, float* dst) {
+    for (int64_t i = 0; i < count; ++i) dst[i] = std::bit_cast<float>(static_cast<uint32_t>(src[i]) << 16);
+  }
+
   // One task: rows [j0, j1) into m, l [Hp] and o [Hp][ldo] (ldo >= lora rounded up to L).
-  static void attend_range(const Query& Q, const float* cache, int64_t j0, int64_t j1, int width, int lora,
+  // Elem: float, or uint16_t for a bf16 cache, each block of which is widened into s.wide first.
+  template <class Elem>
+  static void attend_range(const Query& Q, const Elem* cache, int64_t j0, int64_t j1, int width, int lora,
                            float* m, float* l, float* o, int64_t ldo) {
     const int64_t Hp = Q.Hp, W = width;
     thread_local Scratch s;
     s.sT.resize(kBlock * Hp);
     s.corr.resize(Hp);
     s.pad.resize(SR * W);
+    if constexpr (!std::is_same_v<Elem, float>) s.wide.resize(kBlock * W);
     std::fill(m, m + Hp, -std::numeric_limits<float>::infinity());
     std::fill(l, l + Hp, 0.0f);
     std::fill(o, o + Hp * ldo, 0.0f);
@@ -132,9 +142,16 @@ struct Fast {
     const int lvec = (lora + L - 1) / L, ltail = lora % L;
     for (int64_t b0 = j0; b0 < j1; b0 += kBlock) {
       const int b = static_cast<int>(std::min(kBlock, j1 - b0));
+      const float* blk;
+      if constexpr (std::is_same_v<Elem, float>) {
+        blk = cache + b0 * W;
+      } else {
+        widen_bf16(cache + b0 * W, b * W, s.wide.data());
+        blk = s.wide.data();
+      }
       // Scores, SR rows at a time (a short last tile runs on zero-padded copies of its rows).
       for (int t = 0; t < b; t += SR) {
-        const float* rows = cache + (b0 + t) * W;
+        const float* rows = blk + t * W;
         if (t + SR > b) {
           std::fill(s.pad.begin(), s.pad.end(), 0.0f);
           std::memcpy(s.pad.data(), rows, sizeof(float) * (b - t) * W);
@@ -183,7 +200,6 @@ struct Fast {
         }
       }
       // Values: VV latent vectors x VR heads per tile; the slab of cache columns stays in L1.
-      const float* blk = cache + b0 * W;
       for (int v0 = 0; v0 < lvec; v0 += VV) {
         const int nv = std::min(VV, lvec - v0);
         const int tail = v0 + nv == lvec ? ltail : 0;
@@ -198,7 +214,8 @@ struct Fast {
     }
   }
 
-  static void decode(const float* q, const float* cache, int64_t n, int heads, int lora, int rope, float scale,
+  template <class Elem>
+  static void decode(const float* q, const Elem* cache, int64_t n, int heads, int lora, int rope, float scale,
                      float* o_lat) {
     const int width = lora + rope;
     const Query Q = prepare(q, heads, width, scale);

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "base/numeric_types.h"
 #include "base/thread_pool.h"
 #include "kernels/attention.h"
 #include "kernels/mla_attention.h"
@@ -116,6 +117,30 @@ TEST(MlaDecodeAttention, ResultDoesNotDependOnThreads) {
     set_num_threads(0);
     EXPECT_EQ(one, three);
   });
+}
+
+// A bf16 cache is widened exactly, block by block, so on every ISA the result is bit for bit the
+// fp32 kernel's on the widened cache (shapes with short last blocks, several tasks, odd widths).
+TEST(MlaDecodeAttention, Bf16CacheEqualsFp32KernelOnWidenedCache) {
+  Rng rng(34);
+  for (auto [n, heads, lora, rope] : std::vector<std::tuple<int64_t, int, int, int>>{
+           {1, 1, 8, 0}, {5, 3, 16, 4}, {129, 7, 37, 5}, {300, 96, 512, 64}, {2500, 9, 64, 16}, {1030, 20, 21, 3}}) {
+    SCOPED_TRACE(::testing::Message() << "n=" << n << " heads=" << heads << " lora=" << lora << " rope=" << rope);
+    const int width = lora + rope;
+    auto q = testing::random_vec(rng, heads * width), cache = testing::random_vec(rng, n * width);
+    std::vector<uint16_t> bits(cache.size());
+    std::vector<float> wide(cache.size());
+    for (size_t i = 0; i < cache.size(); ++i) {
+      bits[i] = f32_to_bf16(cache[i]);
+      wide[i] = bf16_to_f32(bits[i]);
+    }
+    testing::for_each_isa([&](Isa isa) {
+      std::vector<float> a(heads * lora), b(heads * lora);
+      mla_decode_attention(q.data(), wide.data(), n, heads, lora, rope, 0.07f, a.data());
+      mla_decode_attention(q.data(), bits.data(), n, heads, lora, rope, 0.07f, b.data());
+      EXPECT_EQ(a, b) << isa_name(isa);
+    });
+  }
 }
 
 }  // namespace
