@@ -53,7 +53,7 @@ void Model::check_context(int64_t tokens) const {
 
 SequenceState Model::new_sequence(int64_t max_tokens) const {
   const int64_t limit = config_.text.max_position_embeddings;
-  return SequenceState(config_.text, max_tokens <= 0 ? limit : std::min(max_tokens, limit));
+  return SequenceState(config_.text, max_tokens <= 0 ? limit : std::min(max_tokens, limit), kv_cache_dtype());
 }
 
 namespace {

@@ -54,6 +54,10 @@ struct ModelOptions {
   // MXFP4 experts' products too.  Faster prefill; tests/model/precision_test.cpp reports each
   // one's logit error and KL divergence against the exact path on the fixture.
   Precision precision = Precision::kF32;
+  // The MLA latent cache of new sequences; unset: the process-wide choice (--kv-cache-dtype).
+  // kBf16 halves the bytes per token of context; tests/model/precision_test.cpp reports its
+  // logit error against the exact kF32 cache.
+  std::optional<CacheDtype> kv_cache;
 };
 
 class Model {
@@ -73,6 +77,8 @@ class Model {
 
   // A fresh sequence that may hold up to max_tokens (0 = max_position_embeddings; more is capped).
   SequenceState new_sequence(int64_t max_tokens = 0) const;
+  // The latent cache dtype of new_sequence(): options().kv_cache, else the process-wide choice.
+  CacheDtype kv_cache_dtype() const { return options_.kv_cache.value_or(default_cache_dtype()); }
   // Throws k3::Error when a context asked for by the user (--ctx) exceeds max_position_embeddings,
   // instead of the silent cap of new_sequence(); 0 (the model's own) passes.
   void check_context(int64_t tokens) const;

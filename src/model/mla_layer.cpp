@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include "base/numeric_types.h"
 #include "kernels/activation.h"
 #include "base/thread_pool.h"
 #include "kernels/attention.h"
@@ -20,7 +21,8 @@ struct Dims {
 // Queries [len, H*qk] of one segment against its cache via the absorbed form: per head,
 // q_lat = W_UK^T q_nope for all tokens at once; per token, all heads attend the latent cache
 // together (mla_decode_attention reads it once); per head, W_UV maps the attended latents back.
-void attend_absorbed(const MlaWeights& w, const Dims& m, const float* cache, const float* q, int64_t len, int64_t pos0,
+template <class Elem>
+void attend_absorbed(const MlaWeights& w, const Dims& m, const Elem* cache, const float* q, int64_t len, int64_t pos0,
                      float scale, float* o) {
   std::vector<float> qfull(len * m.H * m.width), olat(len * m.H * m.lora);
   global_pool().run(m.H, [&](int64_t h, int) {
@@ -95,16 +97,32 @@ void mla_layer_forward(const MlaWeights& w, const TextConfig& c, const BatchLayo
   const float scale = 1.0f / std::sqrt(static_cast<float>(m.qk));
   std::vector<float> o(N * m.H * m.vdim);
   for (const BatchSegment& s : batch.segments) {
-    AlignedVector<float>& cache = s.state->mla[index].latent;
-    cache.insert(cache.end(), ckv.begin() + s.row0 * m.width, ckv.begin() + (s.row0 + s.len) * m.width);
     const float* qs = q.data() + s.row0 * m.H * m.qk;
     float* os = o.data() + s.row0 * m.H * m.vdim;
     const bool naive = options.mode == MlaMode::kNaive ||
                        (options.mode == MlaMode::kAuto && s.len >= options.naive_min_tokens);
-    if (naive)
-      attend_naive(w, m, cache.data(), qs, s.len, s.pos0, scale, os);
-    else
-      attend_absorbed(w, m, cache.data(), qs, s.len, s.pos0, scale, os);
+    MlaLayerState& state = s.state->mla[index];
+    const float* rows = &ckv[s.row0 * m.width];
+    const int64_t count = s.len * m.width;
+    if (s.state->cache_dtype() == CacheDtype::kF32) {
+      state.latent.insert(state.latent.end(), rows, rows + count);
+      if (naive) attend_naive(w, m, state.latent.data(), qs, s.len, s.pos0, scale, os);
+      else attend_absorbed(w, m, state.latent.data(), qs, s.len, s.pos0, scale, os);
+    } else {
+      // New rows are rounded once, when appended; every later read widens them exactly, so a
+      // token attends its own row as rounded, whichever path and chunking runs it.
+      AlignedVector<uint16_t>& cache = state.latent_bf16;
+      const size_t old = cache.size();
+      cache.resize(old + count);
+      for (int64_t i = 0; i < count; ++i) cache[old + i] = f32_to_bf16(rows[i]);
+      if (naive) {
+        std::vector<float> wide(cache.size());
+        for (size_t i = 0; i < wide.size(); ++i) wide[i] = bf16_to_f32(cache[i]);
+        attend_naive(w, m, wide.data(), qs, s.len, s.pos0, scale, os);
+      } else {
+        attend_absorbed(w, m, cache.data(), qs, s.len, s.pos0, scale, os);
+      }
+    }
   }
   if (!w.g.empty()) {
     std::vector<float> gate(N * m.H * m.vdim);

@@ -86,6 +86,73 @@ void compare_precision(Precision precision) {
   EXPECT_EQ(linear_precision(), Precision::kF32);  // forward() restores the process setting
 }
 
+// The opt-in bf16 MLA latent cache (ModelOptions::kv_cache) against the exact fp32 cache, on
+// every ISA: the fixture prompts prefilled, then the first prompt decoded token by token (so the
+// absorbed path reads rows that earlier calls rounded).  Reports the logit error and KL; holds
+// them to the same loose sanity bounds as kBf16, and checks the cache holds half the bytes.
+TEST(Precision, Bf16LatentCacheIsReported) {
+  const std::string dir = testing::fixture_dir("k3-tiny-a");
+  SafetensorsFile golden{dir + "/golden.safetensors"};
+  ModelOptions bf16_options;
+  bf16_options.kv_cache = CacheDtype::kBf16;
+  auto exact = Model::load(dir);
+  auto fast = Model::load(dir, bf16_options);
+  ASSERT_EQ(fast->kv_cache_dtype(), CacheDtype::kBf16);
+  const int64_t V = exact->text().vocab_size;
+  k3::testing::for_each_isa([&](Isa isa) {
+    for (int p = 0; p < 2; ++p) {
+      const std::vector<int32_t> prompt = k3::testing::read_i32(golden, cat("p", p, ".prompt_ids"));
+      const int64_t T = static_cast<int64_t>(prompt.size());
+      SequenceState s1 = exact->new_sequence(), s2 = fast->new_sequence();
+      std::vector<float> a = prefill_logits(*exact, s1, prompt, T);
+      std::vector<float> b = prefill_logits(*fast, s2, prompt, T);
+      // Then 8 tokens decoded one by one from the exact path's greedy choices (the same inputs).
+      int64_t rows = T;
+      for (int step = 0; step < 8; ++step) {
+        const float* last = &a[(rows - 1) * V];
+        const int32_t next = static_cast<int32_t>(std::max_element(last, last + V) - last);
+        const std::vector<int32_t> one{next};
+        const std::vector<float> x = prefill_logits(*exact, s1, one, 1), y = prefill_logits(*fast, s2, one, 1);
+        a.insert(a.end(), x.begin(), x.end());
+        b.insert(b.end(), y.begin(), y.end());
+        ++rows;
+      }
+      ASSERT_EQ(a.size(), b.size());
+      double max_err = 0, max_logit = 0, max_kl = 0, mean_kl = 0;
+      int argmax_same = 0;
+      for (int64_t t = 0; t < rows; ++t) {
+        const float* x = &a[t * V];
+        const float* y = &b[t * V];
+        for (int64_t v = 0; v < V; ++v) {
+          ASSERT_TRUE(std::isfinite(y[v]));
+          max_err = std::max(max_err, std::fabs(static_cast<double>(x[v]) - y[v]));
+          max_logit = std::max(max_logit, std::fabs(static_cast<double>(x[v])));
+        }
+        const double kl = kl_divergence(x, y, V);
+        max_kl = std::max(max_kl, kl);
+        mean_kl += kl / static_cast<double>(rows);
+        argmax_same += std::max_element(x, x + V) == x + (std::max_element(y, y + V) - y);
+      }
+      std::printf("[kv cache bf16 vs f32] %s prompt %d (%lld tokens + 8 decoded): max |logit err| %.3g (max |logit| "
+                  "%.3g), KL mean %.3g max %.3g, same argmax %d/%lld\n",
+                  isa_name(isa), p, static_cast<long long>(T), max_err, max_logit, mean_kl, max_kl, argmax_same,
+                  static_cast<long long>(rows));
+      EXPECT_GT(max_err, 0.0);  // the rounding reaches the attention
+      EXPECT_LT(max_err, 1.5 * max_logit + 1.0);
+      EXPECT_LT(mean_kl, 1.0);
+      EXPECT_GE(2 * argmax_same, rows);
+      // Same tokens, same KDA state; the MLA caches hold half the bytes.
+      uint64_t f32_cache = 0, bf16_cache = 0;
+      for (const MlaLayerState& m : s1.mla) f32_cache += m.latent.size() * sizeof(float);
+      for (const MlaLayerState& m : s2.mla) bf16_cache += m.latent_bf16.size() * sizeof(uint16_t);
+      EXPECT_GT(f32_cache, 0u);
+      EXPECT_EQ(2 * bf16_cache, f32_cache);
+      EXPECT_EQ(f32_cache, static_cast<uint64_t>(rows) * SequenceState::bytes_per_token(exact->text(), CacheDtype::kF32));
+      EXPECT_EQ(bf16_cache, static_cast<uint64_t>(rows) * SequenceState::bytes_per_token(exact->text(), CacheDtype::kBf16));
+    }
+  });
+}
+
 TEST(Precision, Bf16LogitsStayCloseToExact) { compare_precision(Precision::kBf16); }
 TEST(Precision, Bf16AllLogitsAreReported) { compare_precision(Precision::kBf16All); }
 
