@@ -64,16 +64,15 @@ int inspect(const std::string& dir) {
               human_bytes(static_cast<double>(w.total_bytes)).c_str(), w.tensor_count,
               human_bytes(static_cast<double>(read)).c_str());
   // What each sequence holds: KDA state and conv history of fixed size, and a latent cache row
-  // per token in each MLA layer (fp32).
+  // per token in each MLA layer (fp32, or bf16 with --kv-cache-dtype bf16).
   const TextConfig& t = c;
-  const uint64_t kda_state = static_cast<uint64_t>(t.num_kda_layers()) *
-                             (static_cast<uint64_t>(t.kda.num_heads) * t.kda.head_dim * t.kda.head_dim +
-                              3ull * (t.kda.conv_kernel - 1) * t.kda_width()) *
-                             sizeof(float);
-  const uint64_t per_token = static_cast<uint64_t>(t.num_mla_layers()) * t.mla_cache_width() * sizeof(float);
-  std::printf("sequence state  %s per sequence (KDA) + %s per token of context (MLA latent cache); %s at the "
+  const uint64_t kda_state = SequenceState::fixed_bytes(t);
+  const CacheDtype cache = model->kv_cache_dtype();
+  const uint64_t per_token = SequenceState::bytes_per_token(t, cache);
+  std::printf("sequence state  %s per sequence (KDA) + %s per token of context (MLA latent cache, %s); %s at the "
               "full %d-token context\n",
               human_bytes(static_cast<double>(kda_state)).c_str(), human_bytes(static_cast<double>(per_token)).c_str(),
+              cache_dtype_name(cache),
               human_bytes(static_cast<double>(kda_state + per_token * t.max_position_embeddings)).c_str(),
               t.max_position_embeddings);
   // How the weights would be placed in the memory --weight-budget (or 3/4 of what is available) gives.

@@ -13,6 +13,7 @@
 #include "base/log.h"
 #include "cli/commands.h"
 #include "io/mapped_file.h"
+#include "model/sequence_state.h"
 
 namespace {
 
@@ -70,6 +71,11 @@ int main(int argc, char** argv) {
                  "Memory for streamed weights, e.g. 64G, 512M or 40% (of the memory available); implies --weights "
                  "stream (default: 3/4 of the memory available, or K3_WEIGHT_BUDGET)");
 
+  std::string kv_cache;
+  app.add_option("--kv-cache-dtype", kv_cache,
+                 "MLA latent cache: f32 (exact, default) or bf16 (half the bytes per token of context; "
+                 "rounds each cached row; or K3_KV_CACHE_DTYPE)");
+
   k3::cli::Runner run;
   k3::cli::add_inspect_command(app, run);
   k3::cli::add_generate_command(app, run);
@@ -107,6 +113,7 @@ int main(int argc, char** argv) {
                "weights; it contradicts --weights ", weights);
       k3::set_default_weight_budget(b);
     }
+    if (!kv_cache.empty()) k3::set_default_cache_dtype(k3::parse_cache_dtype(kv_cache));
     if (!isa.empty()) k3::request_isa(k3::parse_isa(isa));
     return finish_stdout(run ? run() : 0);
   } catch (const k3::Error& e) {

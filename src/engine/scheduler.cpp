@@ -97,11 +97,8 @@ int64_t Scheduler::context_tokens(const Request& r) const {
 
 uint64_t Scheduler::sequence_bytes(int64_t tokens) const {
   const TextConfig& c = model_.text();
-  const uint64_t kda = static_cast<uint64_t>(c.kda.num_heads) * c.kda.head_dim * c.kda.head_dim +
-                       3ull * (c.kda.conv_kernel - 1) * c.kda_width();
-  const uint64_t mla = static_cast<uint64_t>(std::max<int64_t>(tokens, 0)) * c.mla_cache_width();
-  return (static_cast<uint64_t>(c.num_kda_layers()) * kda + static_cast<uint64_t>(c.num_mla_layers()) * mla) *
-         sizeof(float);
+  return SequenceState::fixed_bytes(c) +
+         static_cast<uint64_t>(std::max<int64_t>(tokens, 0)) * SequenceState::bytes_per_token(c, model_.kv_cache_dtype());
 }
 
 void Scheduler::validate_request(const Request& r) const {
