@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 
 #include "base/error.h"
@@ -220,7 +221,8 @@ WeightStore::WeightStore(const Checkpoint& ckpt, const ModelWeights& weights, co
   }
   const std::vector<std::string> paths = ckpt.shard_paths();
   const int64_t slots = stats_.expert_slots;
-  reader_ = std::make_unique<ExtentReader>(paths, io_threads);
+  // K3_IO=pread|uring overrides the reader's default backend (io/extent_reader.h).
+  reader_ = std::make_unique<ExtentReader>(paths, io_threads, ExtentReader::backend_named(std::getenv("K3_IO")));
   stats_.direct_io = reader_->direct();
   stats_.io_threads = io_threads > 0 ? io_threads : 4;
   slot_mem_bytes_ = static_cast<uint64_t>(slots) * stats_.expert_slot_bytes;
