@@ -63,7 +63,16 @@ struct Scheduler::Slot {
   TokenLogprobs logprobs;  // of the latest sampled token, when the request asks for them
 };
 
-Scheduler::Scheduler(const Model& model, const SchedulerOptions& options) : model_(model), options_(options) {
+namespace {
+// Unset: what the model's memory budget leaves beside the weights (0 without one: unlimited).
+SchedulerOptions with_model_budget(const Model& model, SchedulerOptions o) {
+  if (o.memory_budget == 0) o.memory_budget = model.state_budget();
+  return o;
+}
+}  // namespace
+
+Scheduler::Scheduler(const Model& model, const SchedulerOptions& options)
+    : model_(model), options_(with_model_budget(model, options)) {
   const int64_t max_pos = model.text().max_position_embeddings;
   K3_CHECK(options_.max_batch >= 1, "max_batch must be >= 1 (got ", options_.max_batch, ")");
   K3_CHECK(options_.prefill_chunk >= 1, "prefill_chunk must be >= 1 (got ", options_.prefill_chunk, ")");

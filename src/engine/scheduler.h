@@ -109,7 +109,8 @@ struct SchedulerOptions {
   int64_t prefill_chunk = 256;    // prompt tokens per sequence per forward call
   int64_t step_prefill_tokens = 256;  // prompt tokens per step over all sequences (>= 1 chunk runs)
   int64_t max_context = 0;        // per-request context (prompt + output); 0 = max_position_embeddings
-  uint64_t memory_budget = 0;     // bytes of sequence states + MLA caches over all slots; 0 = unlimited
+  uint64_t memory_budget = 0;     // bytes of sequence states + MLA caches over all slots; 0 = the
+                                  // model's state_budget() (unlimited without --memory-budget)
   uint64_t prefix_cache_bytes = 0;  // budget of the prompt-prefix cache; 0 = no cache
 };
 

@@ -43,7 +43,7 @@ std::string read_text_file(const std::string& path) {
   return read_fd(fd.get(), path + ": read error", UINT64_MAX, S_ISREG(st.st_mode) ? static_cast<uint64_t>(st.st_size) : 0);
 }
 
-Checkpoint::Checkpoint(const std::string& dir, Residency residency) : dir_(dir) {
+Checkpoint::Checkpoint(const std::string& dir, Residency residency, uint64_t auto_limit) : dir_(dir) {
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) fail(dir, ": not a directory");
   const std::string index_path = dir + "/model.safetensors.index.json";
@@ -95,8 +95,10 @@ Checkpoint::Checkpoint(const std::string& dir, Residency residency) : dir_(dir) 
     if (::stat((dir + "/" + entry.first).c_str(), &fs) == 0) file_bytes += static_cast<uint64_t>(fs.st_size);
   }
   const uint64_t avail = available_memory_bytes();
-  if (residency == Residency::kAuto)
-    residency = avail > 0 && file_bytes <= avail / 4 * 3 ? Residency::kMemory : Residency::kStreamed;
+  if (residency == Residency::kAuto) {
+    const uint64_t limit = auto_limit > 0 ? std::min(auto_limit, avail > 0 ? avail : auto_limit) : avail / 4 * 3;
+    residency = limit > 0 && file_bytes <= limit ? Residency::kMemory : Residency::kStreamed;
+  }
   else if (residency == Residency::kMemory && avail > 0 && file_bytes > avail)
     fail(dir, ": --weights memory needs ", file_bytes >> 20, " MiB for the checkpoint but only ", avail >> 20,
          " MiB are available; use --weights stream (or auto) to stream it within a memory budget");

@@ -19,7 +19,9 @@ namespace k3 {
 class Checkpoint {
  public:
   // Throws k3::Error naming the directory, index, shard or tensor at fault.
-  explicit Checkpoint(const std::string& dir, Residency residency = default_residency());
+  // auto_limit: with kAuto, the most bytes of files read into memory (0: 3/4 of the memory
+  // available); a memory budget passes the weights' part of it.
+  explicit Checkpoint(const std::string& dir, Residency residency = default_residency(), uint64_t auto_limit = 0);
 
   const std::string& dir() const { return dir_; }
   // nullptr if absent.

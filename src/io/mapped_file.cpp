@@ -71,6 +71,22 @@ uint64_t default_weight_budget() {
   return static_cast<uint64_t>(v);
 }
 
+namespace {
+std::atomic<int64_t> g_memory_budget{-1};  // -1: not set yet (read K3_MEMORY_BUDGET on first use)
+}  // namespace
+
+void set_default_memory_budget(uint64_t bytes) { g_memory_budget = static_cast<int64_t>(bytes); }
+
+uint64_t default_memory_budget() {
+  int64_t v = g_memory_budget.load();
+  if (v < 0) {
+    const char* env = std::getenv("K3_MEMORY_BUDGET");
+    v = env && *env ? static_cast<int64_t>(parse_byte_size(env)) : 0;
+    g_memory_budget = v;
+  }
+  return static_cast<uint64_t>(v);
+}
+
 uint64_t parse_byte_size(const std::string& text) {
   auto bad = [&](const char* why) -> uint64_t {
     fail("memory size '", text, "' ", why, " (write e.g. 64G, 512M, 1.5T, a byte count, or 40% of the memory available)");

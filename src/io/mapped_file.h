@@ -36,6 +36,10 @@ Residency default_residency();
 // (kStreamed then takes 3/4 of the memory available).  A budget implies kStreamed.
 void set_default_weight_budget(uint64_t bytes);
 uint64_t default_weight_budget();
+// The memory weights and sequence state may use together (k3 --memory-budget, or
+// K3_MEMORY_BUDGET); 0 = not set.  Model::load splits it (model/k3_model.h).
+void set_default_memory_budget(uint64_t bytes);
+uint64_t default_memory_budget();
 // "64G", "1.5T", "512M", "4096" (bytes; K/M/G/T are powers of 1024, an optional trailing "B" or
 // "iB" is allowed) or "40%" (of the memory available now); throws k3::Error naming the text.
 uint64_t parse_byte_size(const std::string& text);

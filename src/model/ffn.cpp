@@ -36,8 +36,28 @@ void mlp_forward(const MlpWeights& w, const TextConfig& c, const float* x, int64
   linear(w.down, g.data(), n, y);
 }
 
+std::vector<int32_t> guess_experts(const MoeWeights& w, const TextConfig& c, const float* x, int64_t n) {
+  const int E = c.num_experts, K = c.top_k;
+  std::vector<float> logits(n * E), weight(K);
+  {
+    const LinearPrecisionScope exact(Precision::kF32);
+    linear(w.router, x, n, logits.data());
+  }
+  std::vector<int32_t> sel(K), out;
+  std::vector<bool> used(E, false);
+  for (int64_t t = 0; t < n; ++t) {
+    route_topk(&logits[t * E], w.router_bias.data(), E, K, c.renormalize, c.routed_scaling_factor, sel.data(),
+               weight.data());
+    for (int32_t e : sel) used[e] = true;
+  }
+  for (int e = 0; e < E; ++e)
+    if (used[e]) out.push_back(e);
+  return out;
+}
+
 void moe_forward(const MoeWeights& w, const TextConfig& c, const float* x, int64_t n, float* y,
-                 std::vector<int32_t>* routes, ExpertSource* source, int layer) {
+                 std::vector<int32_t>* routes, ExpertSource* source, int layer, int guess_layer,
+                 std::span<const int32_t> guess) {
   const int E = c.num_experts, K = c.top_k;
   const int64_t d = c.hidden_size;
   std::vector<int32_t> sel(n * K);
@@ -63,7 +83,10 @@ void moe_forward(const MoeWeights& w, const TextConfig& c, const float* x, int64
     for (int e = 0; e < E; ++e)
       if (used[e]) chosen.push_back(e);
   }
-  if (source != nullptr) source->prefetch(layer, chosen);
+  if (source != nullptr) {
+    source->prefetch(layer, chosen);
+    if (guess_layer >= 0 && !guess.empty()) source->predict(guess_layer, guess);
+  }
 
   // The shared MLP needs no routed expert: it runs while their reads are in flight, and is
   // added after them (the same sum as when it ran last).

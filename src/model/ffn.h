@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "model/weights.h"
@@ -19,8 +20,14 @@ void mlp_forward(const MlpWeights& w, const TextConfig& c, const float* x, int64
 // routes (optional): receives [n * top_k] selected experts in selection order.  experts
 // (optional): where the routed experts' weights come from (model/weight_store.h: a cache of
 // streamed experts, or checked on first use); without it, w.experts as bound.  layer: this
-// layer's index, for that source.
+// layer's index, for that source.  guess (optional): experts that layer guess_layer is likely to
+// choose, passed to the source once this layer's own experts are requested.
 void moe_forward(const MoeWeights& w, const TextConfig& c, const float* x, int64_t n, float* y,
-                 std::vector<int32_t>* routes = nullptr, ExpertSource* experts = nullptr, int layer = 0);
+                 std::vector<int32_t>* routes = nullptr, ExpertSource* experts = nullptr, int layer = 0,
+                 int guess_layer = -1, std::span<const int32_t> guess = {});
+
+// The experts the router of `w` would choose for any of n rows of x (union, index order): the
+// next-layer guess above, made with that layer's router on this layer's input.
+std::vector<int32_t> guess_experts(const MoeWeights& w, const TextConfig& c, const float* x, int64_t n);
 
 }  // namespace k3

@@ -1,7 +1,10 @@
 #include "model/k3_model.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <mutex>
+#include <string>
 
 #include "base/error.h"
 #include "base/profile.h"
@@ -13,24 +16,62 @@
 
 namespace k3 {
 
+namespace {
+
+std::string gib(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(bytes) / (1 << 30));
+  return buf;
+}
+
+struct BudgetSplit {
+  uint64_t total = 0;    // the memory budget (0: none)
+  uint64_t weights = 0;  // the weights' part, or the weight budget alone (0: none)
+};
+
+// The options' budgets, else the process-wide ones; with a memory budget, the weights get what
+// the sequence-state reserve leaves.
+BudgetSplit split_budget(const ModelOptions& o) {
+  BudgetSplit b;
+  b.total = o.memory_budget ? o.memory_budget : default_memory_budget();
+  b.weights = o.weight_budget ? o.weight_budget : default_weight_budget();
+  if (b.total == 0) return b;
+  if (b.weights == 0) {
+    const uint64_t reserve = o.state_reserve ? o.state_reserve : b.total / 8;
+    K3_CHECK(reserve < b.total, "the memory budget of ", gib(b.total), " is all taken by the ", gib(reserve),
+             " of sequence state asked for; nothing is left for the weights");
+    b.weights = b.total - reserve;
+  } else {
+    K3_CHECK(b.weights < b.total, "the weight budget of ", gib(b.weights), " leaves nothing of the memory budget of ",
+             gib(b.total), " for sequence state");
+  }
+  return b;
+}
+
+}  // namespace
+
 std::unique_ptr<Model> Model::load(const std::string& dir, const ModelOptions& options) {
   ModelConfig config = load_model_config(dir);
-  // A weight budget means streaming, whatever --weights says (except a header-only look).
+  // A weight budget means streaming, whatever --weights says (except a header-only look).  A
+  // memory budget alone keeps --weights as given; auto then reads the weights into memory when
+  // they fit in the budget's share for weights, else streams them within it.
   Residency residency = options.residency.value_or(default_residency());
-  const uint64_t budget = options.weight_budget ? options.weight_budget : default_weight_budget();
-  if (budget > 0 && (!options.residency || *options.residency == Residency::kStreamed))
+  const BudgetSplit split = split_budget(options);
+  const bool weight_budget = options.weight_budget > 0 || default_weight_budget() > 0;
+  if (weight_budget && (!options.residency || *options.residency == Residency::kStreamed))
     residency = Residency::kStreamed;
   if (options.headers_only) residency = Residency::kMapped;
-  auto ckpt = std::make_unique<Checkpoint>(dir, residency);
+  auto ckpt = std::make_unique<Checkpoint>(dir, residency, split.weights);
   ModelWeights weights = bind_weights(*ckpt, config, options.bind);
   return std::unique_ptr<Model>(new Model(std::move(config), std::move(ckpt), std::move(weights), options));
 }
 
 Model::Model(ModelConfig config, std::unique_ptr<Checkpoint> ckpt, ModelWeights weights, ModelOptions options)
     : config_(std::move(config)), checkpoint_(std::move(ckpt)), weights_(std::move(weights)), options_(options) {
+  const BudgetSplit split = split_budget(options_);
   switch (checkpoint_->residency()) {
     case Residency::kStreamed: {
-      uint64_t budget = options_.weight_budget ? options_.weight_budget : default_weight_budget();
+      uint64_t budget = split.weights;
       if (budget == 0) {
         const uint64_t avail = available_memory_bytes();
         K3_CHECK(avail > 0, checkpoint_->dir(),
@@ -38,10 +79,25 @@ Model::Model(ModelConfig config, std::unique_ptr<Checkpoint> ckpt, ModelWeights 
         budget = avail / 4 * 3;
       }
       store_ = std::make_unique<WeightStore>(*checkpoint_, weights_, config_.text, budget, options_.io_threads);
+      if (const char* env = std::getenv("K3_PREDICT_EXPERTS"); env && std::string(env) == "0") store_->set_predict(false);
       break;
     }
     case Residency::kMapped: mapped_ = std::make_unique<MappedExperts>(weights_); break;
     default: break;  // kMemory: every scale was checked by bind_weights
+  }
+  if (split.total > 0) {
+    // What the weights hold of the budget: the store's placement, the whole checkpoint read into
+    // memory, or (mapped: the page cache's, not k3's) their part.
+    uint64_t held = split.weights;
+    if (store_) {
+      const WeightStoreStats st = store_->stats();
+      held = st.trunk_resident_bytes + st.ring_bytes + static_cast<uint64_t>(st.expert_slots) * st.expert_slot_bytes;
+    } else if (checkpoint_->residency() == Residency::kMemory) {
+      held = checkpoint_->total_bytes();
+    }
+    K3_CHECK(held < split.total, checkpoint_->dir(), ": the weights take ", gib(held), " of the memory budget of ",
+             gib(split.total), ", leaving nothing for sequence state; stream them (--weights stream) or raise the budget");
+    state_budget_ = split.total - held;
   }
 }
 
@@ -215,8 +271,23 @@ void Model::forward(std::span<const SequenceInput> batch, std::vector<float>* lo
       rms_norm(h.data(), N, d, L.post_norm.data(), c.rms_norm_eps, normed.data());
     }
     if (L.moe) {
+      // Expert-bound decode: guess the next MoE layer's experts with its router on this layer's
+      // input, so their reads run behind this layer's while the next attention computes.
+      int guess_layer = -1;
+      std::vector<int32_t> guess;
+      if (store_ && store_->takes_predictions() && N * c.top_k * 4 <= c.num_experts) {
+        int j = l + 1;
+        while (j < c.num_layers && !weights_.layers[j].moe) ++j;
+        if (const LayerWeights* next = j < c.num_layers ? store_->resident_layer(j) : nullptr) {
+          ScopedPhase phase(Phase::kRouter);
+          std::vector<float> x(N * d);
+          rms_norm(h.data(), N, d, next->post_norm.data(), c.rms_norm_eps, x.data());
+          guess = guess_experts(next->moe_w, c, x.data(), N);
+          guess_layer = j;
+        }
+      }
       moe_forward(L.moe_w, c, normed.data(), N, sub.data(), trace != nullptr ? &trace->routes[l] : nullptr, experts,
-                  l);
+                  l, guess_layer, guess);
     } else {
       ScopedPhase phase(Phase::kDense);
       mlp_forward(L.dense, c, normed.data(), N, sub.data());

@@ -45,6 +45,12 @@ struct ModelOptions {
   // kStreamed.
   std::optional<Residency> residency;
   uint64_t weight_budget = 0;
+  // One budget for weights and sequence state (unset / 0: --memory-budget).  The weights get it
+  // less state_reserve (unless weight_budget says otherwise), streamed within that part; the
+  // sequences get the rest (state_budget(): the server admits requests within it).
+  // state_reserve 0: an eighth of the budget.
+  uint64_t memory_budget = 0;
+  uint64_t state_reserve = 0;
   int io_threads = 0;  // the weight store's readers (0: its default)
   // Headers only: the checkpoint is mapped, nothing but small tensors is read and no weight
   // store is set up (k3 inspect).  The model can still run, from the page cache.
@@ -74,6 +80,9 @@ class Model {
   const Checkpoint& checkpoint() const { return *checkpoint_; }
   // The weight store when weights are streamed (kStreamed), else nullptr.
   WeightStore* weight_store() const { return store_.get(); }
+  // Bytes of sequence state (KDA states, MLA caches) the memory budget leaves beside the weights;
+  // 0 when no memory budget was given (unlimited).
+  uint64_t state_budget() const { return state_budget_; }
 
   // A fresh sequence that may hold up to max_tokens (0 = max_position_embeddings; more is capped).
   SequenceState new_sequence(int64_t max_tokens = 0) const;
@@ -95,6 +104,7 @@ class Model {
   ModelWeights weights_;
   ModelOptions options_;
   std::unique_ptr<WeightStore> store_;      // kStreamed
+  uint64_t state_budget_ = 0;
   std::unique_ptr<MappedExperts> mapped_;   // kMapped: experts checked on first use
 };
 

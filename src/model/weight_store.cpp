@@ -542,7 +542,7 @@ int WeightStore::find_victim() {
   return best;
 }
 
-void WeightStore::start_expert_read(int slot, int layer, int e) {
+void WeightStore::start_expert_read(int slot, int layer, int e, bool urgent) {
   Slot& s = slots_[slot];
   if (s.key >= 0) slot_of_.erase(s.key);
   if (s.ticket) {
@@ -556,6 +556,7 @@ void WeightStore::start_expert_read(int slot, int layer, int e) {
   uint8_t* base = slot_mem_ + static_cast<uint64_t>(slot) * stats_.expert_slot_bytes;
   s.key = key;
   s.uses = 0;
+  s.guessed = false;
   s.checked = false;
   s.ticket = std::make_shared<ExtentReader::Ticket>();
   s.w = w_.layers[layer].moe_w.experts[e];
@@ -566,7 +567,7 @@ void WeightStore::start_expert_read(int slot, int layer, int e) {
     if (m.scales != nullptr && plan.piece_offsets[i] != UINT64_MAX) m.scales = base + plan.piece_offsets[i];
     if (m.scales != nullptr) ++i;
   });
-  submit(plan, base, s.ticket, true);
+  submit(plan, base, s.ticket, urgent);
   stats_.expert_bytes_read += plan.bytes;
   slot_of_[key] = slot;
 }
@@ -577,9 +578,16 @@ void WeightStore::prefetch(int layer, std::span<const int32_t> experts) {
   for (int32_t e : experts) {
     auto it = slot_of_.find(static_cast<int64_t>(layer) * c_.num_experts + e);
     if (it == slot_of_.end()) continue;
-    ++stats_.expert_hits;
-    slots_[it->second].last_use = ++tick_;
-    slots_[it->second].wanted = true;
+    Slot& s = slots_[it->second];
+    if (s.guessed) {  // read on a guess: a read all the same, counted as the miss it was
+      ++stats_.expert_misses;
+      ++stats_.expert_predicted_used;
+      s.guessed = false;
+    } else {
+      ++stats_.expert_hits;
+    }
+    s.last_use = ++tick_;
+    s.wanted = true;
   }
   for (int32_t e : experts) {
     const int64_t key = static_cast<int64_t>(layer) * c_.num_experts + e;
@@ -591,6 +599,27 @@ void WeightStore::prefetch(int layer, std::span<const int32_t> experts) {
     slots_[victim].last_use = ++tick_;
     slots_[victim].wanted = true;
   }
+}
+
+void WeightStore::predict(int layer, std::span<const int32_t> experts) {
+  if (!takes_predictions()) return;
+  for (int32_t e : experts) {
+    if (slot_of_.count(static_cast<int64_t>(layer) * c_.num_experts + e)) continue;  // here or on its way
+    const int victim = find_victim();
+    if (victim < 0) return;  // every slot is held, wanted or still being read
+    // Behind every chosen expert's read; scored as never used, so a wrong guess is the next
+    // victim (a guess in flight is passed over by find_victim).
+    start_expert_read(victim, layer, e, /*urgent=*/false);
+    Slot& s = slots_[victim];
+    s.guessed = true;
+    s.last_use = 0;
+    ++stats_.expert_predicted;
+  }
+}
+
+const LayerWeights* WeightStore::resident_layer(int l) const {
+  if (l < 0 || l >= c_.num_layers || !unit_resident_[static_cast<size_t>(l)]) return nullptr;
+  return resident_layers_[static_cast<size_t>(l)].get();
 }
 
 void WeightStore::check_expert(Slot& s, int layer, int e) {
@@ -660,6 +689,7 @@ std::vector<const MlpWeights*> WeightStore::acquire(int layer, std::span<const i
       Slot& s = slots_[slot];
       ++s.pins;
       s.wanted = false;
+      s.guessed = false;
       held.push_back(slot);
       s.last_use = ++tick_;
       ++s.uses;

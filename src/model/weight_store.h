@@ -49,6 +49,12 @@ class ExpertSource {
   // NaN scale), holding nothing then.
   virtual std::vector<const MlpWeights*> acquire(int layer, std::span<const int32_t> experts) = 0;
   virtual void release(int layer, std::span<const int32_t> experts) = 0;
+  // Whether predict() does anything: the model computes guesses only for a source that reads.
+  virtual bool takes_predictions() const { return false; }
+  // A guess at the experts `layer` will choose (its router applied to an earlier layer's input):
+  // a source may start reading them behind the reads already asked for, into slots it would
+  // evict first if the guess was wrong.  Never changes what acquire() returns.
+  virtual void predict(int /*layer*/, std::span<const int32_t> /*experts*/) {}
 };
 
 // The experts where bind_weights left them (read into memory, or mapped from the page cache),
@@ -87,6 +93,8 @@ struct WeightStoreStats {
   uint64_t expert_bytes_read = 0;
   uint64_t expert_hits = 0;       // expert requests found in memory (or already on their way)
   uint64_t expert_misses = 0;     // expert requests that needed a read
+  uint64_t expert_predicted = 0;  // reads started by a next-layer guess (counted in expert_bytes_read)
+  uint64_t expert_predicted_used = 0;  // of those, experts the layer then chose
   double io_wait_seconds = 0;     // forward time spent waiting for reads
 };
 
@@ -118,6 +126,12 @@ class WeightStore final : public ExpertSource {
   void prefetch(int layer, std::span<const int32_t> experts) override;
   std::vector<const MlpWeights*> acquire(int layer, std::span<const int32_t> experts) override;
   void release(int layer, std::span<const int32_t> experts) override;
+  bool takes_predictions() const override { return stats_.trunk_resident && predict_enabled_; }
+  void predict(int layer, std::span<const int32_t> experts) override;
+  // Layer l's trunk when it is resident (readable at any time), else nullptr.
+  const LayerWeights* resident_layer(int l) const;
+  // Guessing is on by default; off, the store reads only what layers chose (K3_PREDICT_EXPERTS=0).
+  void set_predict(bool on) { predict_enabled_ = on; }
 
   // Reads the trunk's extents (the bytes a streamed decode reads, in its order) with the store's
   // reader into a scratch buffer, up to max_bytes, and returns GB/s: the disk limit a streamed
@@ -160,6 +174,7 @@ class WeightStore final : public ExpertSource {
     uint64_t last_use = 0;
     uint32_t uses = 0;
     bool wanted = false;  // prefetched for the MoE call in progress: not evicted before its acquire
+    bool guessed = false;  // read on a guess (predict) and not chosen since
     std::shared_ptr<ExtentReader::Ticket> ticket;
     bool checked = false;
     MlpWeights w;
@@ -180,7 +195,7 @@ class WeightStore final : public ExpertSource {
   void wait_ticket(ExtentReader::Ticket& t);
   const Plan& expert_plan(int layer, int e);
   int find_victim();
-  void start_expert_read(int slot, int layer, int e);
+  void start_expert_read(int slot, int layer, int e, bool urgent = true);
   void check_expert(Slot& s, int layer, int e);
 
   const ModelWeights& w_;
@@ -213,6 +228,7 @@ class WeightStore final : public ExpertSource {
   uint64_t tick_ = 0;
   uint64_t bytes_read_base_ = 0;
   int max_held_ = 1;
+  bool predict_enabled_ = true;
   std::mutex forward_mu_;
 };
 

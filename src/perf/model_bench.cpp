@@ -189,6 +189,10 @@ ModelBenchResult run_model_bench(const Model& model, const std::string& label, c
     r.stream_bytes_per_token = tokens > 0 ? read / tokens : 0;
     r.stream_gbps = decode_seconds > 0 ? read / decode_seconds / 1e9 : 0;
     r.stream_hit_rate = hits + misses > 0 ? hits / (hits + misses) : 0;
+    const double guesses = static_cast<double>(after.expert_predicted - store_before.expert_predicted);
+    r.stream_guesses_per_token = tokens > 0 ? guesses / tokens : 0;
+    r.stream_guess_accuracy =
+        guesses > 0 ? static_cast<double>(after.expert_predicted_used - store_before.expert_predicted_used) / guesses : 0;
     r.stream_wait_fraction =
         decode_seconds > 0 ? (after.io_wait_seconds - store_before.io_wait_seconds) / decode_seconds : 0;
     r.stream_probe_gbps = std::max(r.stream_probe_gbps, store->probe_trunk_read_gbps(kProbeBytes));

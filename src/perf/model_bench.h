@@ -48,6 +48,8 @@ struct ModelBenchResult {
   double stream_probe_gbps = 0;
   double stream_hit_rate = 0;      // expert requests found in the cache during decode
   double stream_wait_fraction = 0; // decode time spent waiting for reads
+  double stream_guesses_per_token = 0;  // expert reads started on a next-layer guess
+  double stream_guess_accuracy = 0;     // of those, the share the layer then chose
   double weights_read_gbps = 0;  // fastest streaming read of the bytes one decoded token reads
   std::string weights_residency;  // "memory" or "mmap" (--weights, as resolved)
   // Of the bytes one decoded token reads, the share the kernel backs with 2 MiB pages (after

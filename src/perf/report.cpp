@@ -93,6 +93,11 @@ std::string format_table(const BenchReport& r) {
                     b.stream_probe_gbps > 0 ? 100.0 * b.stream_gbps / b.stream_probe_gbps : 0.0, b.stream_probe_gbps,
                     100.0 * b.stream_hit_rate, 100.0 * b.stream_wait_fraction);
       out += line;
+      if (b.stream_guesses_per_token > 0) {
+        std::snprintf(line, sizeof line, "  next-layer guesses: %.1f expert reads/token, %.1f%% then chosen\n",
+                      b.stream_guesses_per_token, 100.0 * b.stream_guess_accuracy);
+        out += line;
+      }
     }
     out += "  decode profile: " + profile_line(b.decode_profile) + "\n";
     out += "  prefill profile:" + profile_line(b.prefill_profile) + "\n";
@@ -194,6 +199,8 @@ nlohmann::json to_json(const BenchReport& r) {
                   {"stream_probe_gbps", b.stream_probe_gbps},
                   {"stream_hit_rate", b.stream_hit_rate},
                   {"stream_wait_fraction", b.stream_wait_fraction},
+                  {"stream_guesses_per_token", b.stream_guesses_per_token},
+                  {"stream_guess_accuracy", b.stream_guess_accuracy},
                   {"prefill_profile", profile_json(b.prefill_profile)}};
     if (b.batch > 1) {  // --batch 1: no batched figure
       j["model"]["batch_decode_sequences"] = b.batch;

@@ -408,6 +408,40 @@ TEST_F(SchedulerTest, InvalidRequestsNameTheField) {
   EXPECT_EQ(res.completion_tokens, 1);
 }
 
+// A model loaded under one memory budget gives the scheduler what its weights leave: a request
+// whose context needs more sequence state than that is refused, naming the budget.
+TEST_F(SchedulerTest, ModelMemoryBudgetLimitsTheSequences) {
+  Scheduler probe(*model_, SchedulerOptions{});
+  EXPECT_EQ(probe.options().memory_budget, 0u);  // no memory budget: unlimited
+  ModelOptions mo;
+  mo.memory_budget = uint64_t{1} << 40;
+  // A memory budget alone reads weights that fit its share into memory; the sequences get the rest.
+  const auto in_memory = Model::load(synth_dir(), mo);
+  EXPECT_EQ(in_memory->checkpoint().residency(), Residency::kMemory);
+  EXPECT_EQ(in_memory->state_budget(), mo.memory_budget - in_memory->checkpoint().total_bytes());
+  // One whose weights' share (7/8) is smaller than the checkpoint streams them.
+  ModelOptions small;
+  small.memory_budget = in_memory->checkpoint().total_bytes();
+  EXPECT_EQ(Model::load(synth_dir(), small)->checkpoint().residency(), Residency::kStreamed);
+  // Streamed, the weights hold what the store placed.
+  mo.residency = Residency::kStreamed;
+  const auto all = Model::load(synth_dir(), mo);
+  ASSERT_NE(all->weight_store(), nullptr);
+  const WeightStoreStats st = all->weight_store()->stats();
+  const uint64_t held =
+      st.trunk_resident_bytes + st.ring_bytes + static_cast<uint64_t>(st.expert_slots) * st.expert_slot_bytes;
+  mo.state_reserve = probe.sequence_bytes(32);
+  mo.memory_budget = held + mo.state_reserve;
+  const auto tight_model = Model::load(synth_dir(), mo);
+  EXPECT_EQ(tight_model->state_budget(), mo.state_reserve);
+  Scheduler tight(*tight_model, SchedulerOptions{});
+  EXPECT_EQ(tight.options().memory_budget, mo.state_reserve);
+  Stream run;
+  Request r = make_request({1, 2, 3, 4, 5, 6, 7, 8}, 40, run);  // context 48 > the 32 tokens the budget holds
+  const std::string err = testing::error_of([&] { tight.submit(std::move(r)); });
+  EXPECT_NE(err.find("memory budget"), std::string::npos) << err;
+}
+
 // Embedding overrides (image rows) reach the model in whichever prefill chunk holds them: a
 // batched request with overrides spanning chunk boundaries equals a lone chunked run with the
 // same overrides, and differs from the run without them.

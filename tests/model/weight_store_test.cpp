@@ -112,6 +112,12 @@ TEST_F(WeightStoreTest, LogitsAreByteIdenticalAtEveryBudget) {
       EXPECT_GT(after.expert_bytes_read, big.expert_bytes_total);
       EXPECT_GT(after.trunk_bytes_read, 5 * big.trunk_bytes);  // once per forward call
     }
+    if (c.resident && c.budget < big.trunk_bytes + big.expert_bytes_total) {
+      // Expert-bound: decode steps guess the next layer's experts, and the guesses are read.
+      EXPECT_GT(after.expert_predicted, 0u);
+      EXPECT_LE(after.expert_predicted_used, after.expert_predicted);
+    }
+    if (!c.resident) EXPECT_EQ(after.expert_predicted, 0u);  // a streamed trunk is read first
     if (c.budget > big.trunk_bytes + big.expert_bytes_total) {
       EXPECT_LE(after.expert_bytes_read, big.expert_bytes_total);  // each expert read once at most
       EXPECT_GT(after.expert_hits, 0u);
@@ -146,6 +152,43 @@ TEST_F(WeightStoreTest, BudgetTooSmallNamesTheMinimum) {
   const std::string err = testing::error_of([&] { load(dir_, Residency::kStreamed, least - 1); });
   EXPECT_NE(err.find("is too small for this checkpoint: it needs at least"), std::string::npos) << err;
   EXPECT_NO_THROW(load(dir_, Residency::kStreamed, least));
+}
+
+// One memory budget for weights and sequence state: the store gets the budget less the state
+// reserve, and the sequences what the store's placement leaves.
+TEST_F(WeightStoreTest, MemoryBudgetSplitsBetweenWeightsAndState) {
+  const auto probe = load(dir_, Residency::kStreamed, uint64_t{1} << 40);
+  const WeightStoreStats big = probe->weight_store()->stats();
+  EXPECT_EQ(probe->state_budget(), 0u);  // no memory budget: sequences are not limited
+  const uint64_t seq = SequenceState::fixed_bytes(probe->text()) +
+                       64 * SequenceState::bytes_per_token(probe->text(), CacheDtype::kF32);
+  for (uint64_t weights : {big.minimum_budget, big.trunk_bytes + big.expert_bytes_total / 2}) {
+    ModelOptions o;
+    o.memory_budget = weights + 3 * seq;
+    o.state_reserve = 3 * seq;
+    const auto m = Model::load(dir_, o);
+    ASSERT_NE(m->weight_store(), nullptr);  // a memory budget streams the weights
+    const WeightStoreStats st = m->weight_store()->stats();
+    EXPECT_EQ(st.budget, weights);
+    const uint64_t held =
+        st.trunk_resident_bytes + st.ring_bytes + static_cast<uint64_t>(st.expert_slots) * st.expert_slot_bytes;
+    EXPECT_LE(held, weights);
+    EXPECT_EQ(m->state_budget(), o.memory_budget - held);
+    EXPECT_GE(m->state_budget(), 3 * seq);
+    const Outputs got = run_model(*m, prompt_);  // and runs as any budget does
+    EXPECT_FALSE(got.tokens.empty());
+  }
+  // Without a reserve the sequences get an eighth; a reserve that takes everything is refused.
+  ModelOptions o;
+  o.memory_budget = 8 * big.minimum_budget;
+  EXPECT_EQ(Model::load(dir_, o)->weight_store()->stats().budget, 7 * big.minimum_budget);
+  o.state_reserve = o.memory_budget;
+  const std::string err = testing::error_of([&] { Model::load(dir_, o); });
+  EXPECT_NE(err.find("nothing is left for the weights"), std::string::npos) << err;
+  o.state_reserve = 0;
+  o.weight_budget = o.memory_budget;
+  const std::string err2 = testing::error_of([&] { Model::load(dir_, o); });
+  EXPECT_NE(err2.find("leaves nothing of the memory budget"), std::string::npos) << err2;
 }
 
 TEST_F(WeightStoreTest, NanScaleFailsWhenTheExpertIsRead) {
