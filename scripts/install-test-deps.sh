@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what the server's browser and OpenAI-client tests need, on top of install-deps.sh:
+# Installs what the server's browser and OpenAI-client tests and the terminal chat test need, on top of install-deps.sh:
 # Node.js with npm (Debian's nodejs + npm, unless a node with npm is already there, e.g.
 # NodeSource's nodejs, which bundles npm and conflicts with Debian's npm package), Debian's
 # chromium, and the npm packages pinned in tests/server/js/package-lock.json (the official
@@ -11,6 +11,7 @@ missing=()
 if ! command -v node >/dev/null 2>&1; then missing+=(nodejs); fi
 if ! command -v npm >/dev/null 2>&1; then missing+=(npm); fi
 if ! command -v chromium >/dev/null 2>&1; then missing+=(chromium); fi
+if ! command -v tmux >/dev/null 2>&1; then missing+=(tmux); fi  # the terminal chat test (tests/cli/chat_tty_test.cpp)
 
 if [ ${#missing[@]} -gt 0 ]; then
   bash scripts/apt-install.sh "${missing[@]}"

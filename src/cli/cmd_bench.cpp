@@ -1,6 +1,7 @@
 // k3 bench: measure the machine, then k3's kernels at real K3 shapes and the whole model, each
 // as a ratio to the measured limit.  Default model: a synthetic checkpoint with full Kimi K3
-// widths (4 layers = 3 KDA + 1 MLA, 64 experts top-16, real vocab), created on first use.
+// widths (4 layers = 3 KDA + 1 MLA, 64 experts top-16, real vocab, ~16 GB), created on first use;
+// --quick is the smoke run on the tiny default model.
 #include <unistd.h>
 
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include "base/thread_pool.h"
 #include "cli/commands.h"
 #include "io/checkpoint.h"
+#include "model/k3_config.h"
 #include "model/k3_model.h"
 #include "perf/report.h"
 #include "synth/synth_checkpoint.h"
@@ -24,7 +26,7 @@ std::string bench_model_dir() {
   const std::string dir = tiny.substr(0, tiny.rfind('/')) + "/bench-k3-width-v1";
   if (!file_exists(dir + "/config.json")) {
     log_warn("creating the full-width benchmark checkpoint (k3 synth --preset k3-width) in ", dir,
-             "; this takes a few minutes and ~9 GB of disk, once");
+             "; this takes a few minutes and ~16 GB of disk, once (--quick uses the tiny model instead)");
     SynthOptions opt;
     opt.preset = "k3-width";
     write_synth_checkpoint(dir, opt);
@@ -64,6 +66,18 @@ void check_filter(const std::string& filter) {
        "; a part of a group's name or a figure name from a report)");
 }
 
+// The model figures prefill `prompt` tokens, then decode `decode` more after them in the same
+// sequence: both must fit the model's context, checked before minutes of measurements (a prefill
+// that fills the context used to run to the end and fail on the first decode step).
+void check_model_context(const std::string& dir, int prompt, int decode, bool quick) {
+  const int64_t ctx = load_model_config(dir).text.max_position_embeddings;
+  if (static_cast<int64_t>(prompt) + decode <= ctx) return;
+  fail("--prompt-tokens ", prompt, quick ? " (at most 32 with --quick)" : "", " + --decode-tokens ", decode, " = ",
+       static_cast<int64_t>(prompt) + decode, " tokens exceed the context of ", dir, " (", ctx,
+       " tokens); make them fit, e.g. --prompt-tokens ", std::max<int64_t>(1, ctx - decode), " with --decode-tokens ",
+       std::min<int64_t>(decode, ctx - 1));
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app, Runner& run) {
@@ -73,14 +87,22 @@ void add_bench_command(CLI::App& app, Runner& run) {
     bool quick = false, no_model = false, no_kernels = false, pin = false;
   };
   auto a = std::make_shared<Args>();
-  CLI::App* sub = app.add_subcommand("bench", "Measure the machine, the kernels and the whole model");
-  sub->add_option("--model", a->model, "Checkpoint for the model figures (default: synthetic full-width K3)")
+  CLI::App* sub = app.add_subcommand(
+      "bench",
+      "Measure the machine, the kernels and the whole model.  Without --model the model figures use a synthetic "
+      "checkpoint with full Kimi K3 widths (4 layers, 64 experts), built once on first use: a few minutes and ~16 GB "
+      "of disk in the k3 cache directory.  --quick is the smoke run (small shapes, the tiny default model)");
+  sub->add_option("--model", a->model,
+                  "Checkpoint for the model figures (default: the synthetic full-width K3, ~16 GB, built on first use; "
+                  "with --quick: the tiny default model)")
       ->check(kNonEmpty);
   sub->add_option("--threads", a->threads, "Worker threads (default: one per CPU)");
   sub->add_flag("--pin", a->pin, "Pin threads to CPUs");
   sub->add_option("--reps", a->reps, "Repetitions per figure (median, min and max are reported)")->check(CLI::Range(1, 1000));
-  sub->add_option("--prompt-tokens", a->prompt, "Prefill prompt length")->check(CLI::Range(1, 1 << 20));
-  sub->add_option("--decode-tokens", a->decode, "Decode steps per repetition")->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--prompt-tokens", a->prompt, "Prefill prompt length (plus --decode-tokens: within the model's context)")
+      ->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--decode-tokens", a->decode, "Decode steps per repetition, after the prompt")
+      ->check(CLI::Range(1, 1 << 20));
   sub->add_option("--batch", a->batch, "Sequences decoded together for the batched-decode figure (1: skip it)")
       ->check(CLI::Range(1, 64));
   sub->add_option("--json", a->json, "Also write the results as JSON");
@@ -98,6 +120,13 @@ void add_bench_command(CLI::App& app, Runner& run) {
       if (!a->no_kernels) check_filter(a->filter);
       check_output_path("--json", a->json);
       check_output_path("--plot", a->plot);
+      // The model (created on first use) and its context are settled before anything is measured.
+      std::string dir;
+      const int prompt_tokens = a->quick ? std::min(a->prompt, 32) : a->prompt;
+      if (!a->no_model) {
+        dir = !a->model.empty() ? a->model : a->quick ? resolve_model_dir("") : bench_model_dir();
+        check_model_context(dir, prompt_tokens, a->decode, a->quick);
+      }
       if (a->threads > 0 || a->pin) set_num_threads(a->threads, a->pin);
       ThreadPool& pool = global_pool();
       BenchReport report;
@@ -111,13 +140,12 @@ void add_bench_command(CLI::App& app, Runner& run) {
         report.kernels = run_kernel_benches(pool, report.machine, ko);
       }
       if (!a->no_model) {
-        const std::string dir = !a->model.empty() ? a->model : a->quick ? resolve_model_dir("") : bench_model_dir();
         ModelOptions options;
         options.precision = parse_precision(a->precision);
         auto model = Model::load(dir, options);
         ModelBenchOptions mo;
         mo.reps = a->reps;
-        mo.prompt_tokens = a->quick ? std::min(a->prompt, 32) : a->prompt;
+        mo.prompt_tokens = prompt_tokens;
         mo.decode_tokens = a->decode;
         mo.batch = a->batch;
         report.model = run_model_bench(*model, a->precision != "fp32" ? dir + " [--precision " + a->precision + "]" : dir, report.machine, pool, mo);

@@ -2,16 +2,27 @@
 // from the answer.  Commands: /effort low|high|max, /think on|off, /image PATH, /reset, /help,
 // /quit.  /image (models with a vision tower) encodes a PNG/JPEG at once and attaches it to the
 // next message.
+//
+// On a terminal (stdin a tty) the prompt has line editing and history (line_editor.h), Ctrl-C
+// stops the reply being written and returns to the prompt with the conversation as it was before
+// that message, and Ctrl-C or Ctrl-D at the prompt leaves.  Piped input is read line by line as
+// it comes, and Ctrl-C keeps its default meaning.
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <clocale>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <memory>
+#include <span>
 #include <string>
 
 #include "base/error.h"
 #include "cli/commands.h"
+#include "cli/line_editor.h"
 #include "engine/chat_session.h"
 #include "engine/multimodal.h"
 #include "model/k3_model.h"
@@ -24,6 +35,27 @@ const char* kHelp =
     "commands: /image PATH (attach to the next message)   /effort low|high|max   /think on|off   /reset   /help   "
     "/quit\n"
     "the model's reasoning is shown dimmed (or after 'thinking:' when not on a terminal)\n";
+const char* kKeysHelp = "Ctrl-C stops a reply; Ctrl-C or Ctrl-D at the prompt leaves\n";
+
+// Set by SIGINT (Ctrl-C) in an interactive chat; read by the reply's per-token hook and after an
+// interrupted read of the prompt.
+volatile std::sig_atomic_t g_interrupted = 0;
+
+void on_sigint(int) { g_interrupted = 1; }
+
+// While a reply is written the handler restarts interrupted system calls, so a write to the
+// terminal never fails with EINTR; while the prompt is read it does not, so Ctrl-C ends the read.
+void handle_sigint(bool restart) {
+  struct sigaction sa {};
+  sa.sa_handler = on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = restart ? SA_RESTART : 0;
+  sigaction(SIGINT, &sa, nullptr);
+}
+
+// Thrown by the per-token hook to stop a reply (not a k3::Error, so nothing on the way reports
+// it as a failure); ChatSession::send leaves the conversation as it was before the message.
+struct ReplyInterrupted {};
 
 struct Printer {
   bool tty = isatty(STDOUT_FILENO) != 0;
@@ -53,6 +85,14 @@ struct Printer {
 };
 
 int chat(const std::string& dir, ChatSessionOptions opt) {
+  const bool tty_in = isatty(STDIN_FILENO) != 0;
+  if (tty_in) {
+    // Every sampled token passes here first: a Ctrl-C stops the reply at the next token (after
+    // the prefill when it comes during one).
+    opt.on_logits = [](std::span<const float>) {
+      if (g_interrupted != 0) throw ReplyInterrupted{};
+    };
+  }
   auto model = Model::load(dir);
   model->check_context(opt.context);
   const Tokenizer tokenizer = Tokenizer::from_model_dir(dir);
@@ -60,15 +100,27 @@ int chat(const std::string& dir, ChatSessionOptions opt) {
   std::unique_ptr<VisionModel> vision;
   if (model->config().has_vision) vision = load_vision_for(*model, dir);
   ChatSession session(*model, tokenizer, opt, vision.get());
-  const bool tty_in = isatty(STDIN_FILENO) != 0;
-  if (tty_in) std::printf("k3 chat with %s (%s). %s", dir.c_str(), model->config().model_type.c_str(), kHelp);
+  std::unique_ptr<LineEditor> editor;
+  if (tty_in) {
+    std::setlocale(LC_CTYPE, "");  // the terminal's character set, for editing non-ASCII text
+    editor = std::make_unique<LineEditor>("k3");
+    handle_sigint(true);
+    std::printf("k3 chat with %s (%s). %s%s", dir.c_str(), model->config().model_type.c_str(), kHelp, kKeysHelp);
+  }
   std::string line;
   for (;;) {
-    if (tty_in) {
-      std::fputs("> ", stdout);
+    if (editor) {
       std::fflush(stdout);
-    }
-    if (!std::getline(std::cin, line)) {
+      g_interrupted = 0;
+      handle_sigint(false);
+      const LineEditor::Status status = editor->read("> ", &line);
+      handle_sigint(true);
+      if (status != LineEditor::Status::kLine) {
+        std::fputs("\n", stdout);  // leave on a line of its own, not after the prompt
+        break;
+      }
+      if (line.find_first_not_of(" \t\r") != std::string::npos) editor->remember(line);
+    } else if (!std::getline(std::cin, line)) {
       // std::cin reads through stdio: a failed read(2) (stdin a directory, an I/O error) ends
       // getline like end of input does, and only ferror tells them apart.
       if (std::ferror(stdin) != 0) fail("could not read the chat input from stdin: ", std::strerror(errno));
@@ -80,6 +132,7 @@ int chat(const std::string& dir, ChatSessionOptions opt) {
       if (line == "/quit" || line == "/exit") break;
       if (line == "/help") {
         std::fputs(kHelp, stdout);
+        if (editor) std::fputs(kKeysHelp, stdout);
       } else if (line == "/image" || line.rfind("/image ", 0) == 0) {
         const size_t b = line.find_first_not_of(' ', 6);
         const std::string path = b == std::string::npos ? std::string() : line.substr(b);
@@ -112,6 +165,7 @@ int chat(const std::string& dir, ChatSessionOptions opt) {
       continue;
     }
     Printer printer;
+    g_interrupted = 0;
     try {
       ChatReply r = session.send(line, [&](const ChatDelta& d) { printer.delta(d); });
       printer.end_reasoning();
@@ -120,6 +174,9 @@ int chat(const std::string& dir, ChatSessionOptions opt) {
       if (r.finish_reason == "length")
         std::puts(r.context_full ? "(reply cut: the context is full; /reset or a larger --ctx)"
                                  : "(reply cut at --max-tokens)");
+    } catch (const ReplyInterrupted&) {
+      printer.end_reasoning();
+      std::printf("\n(stopped; the conversation is as it was before this message)\n");
     } catch (const Error& e) {
       printer.end_reasoning();
       std::printf("\n(error: %s)\n", e.what());

@@ -1,11 +1,12 @@
-// k3 generate: a prompt in, generated token ids out (one line, space-separated).
-// The prompt is raw token ids (--prompt-ids) or a text rendered as one user chat turn
-// (--prompt).  --image FILE (repeatable, needs a model with a vision tower) adds images:
+// k3 generate: a prompt in, the generated tokens out on one line: as text for a text prompt
+// (--prompt, rendered as one user chat turn), as space-separated ids for an id prompt
+// (--prompt-ids) or with --print-ids.  `k3 detokenize` reads the ids back.  --image FILE (repeatable, needs a model with a vision tower) adds images:
 //   with --prompt:      the user message is [images..., text], rendered by the chat template
 //                       (each image's <|media_begin|>image WxH<|media_content|> + pads +
 //                       <|media_end|> in its place), followed by the assistant generation prompt;
 //   with --prompt-ids:  each image's media prompt tokens come first, in order, then the ids.
 // Either way the <|media_pad|> embeddings are overwritten by the projector rows of the images.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <optional>
@@ -16,6 +17,7 @@
 #include "engine/generator.h"
 #include "engine/multimodal.h"
 #include "model/k3_model.h"
+#include "text/stream_decoder.h"
 #include "text/xtml_renderer.h"
 #include "vision/media_prompt.h"
 
@@ -31,7 +33,7 @@ void add_generate_command(CLI::App& app, Runner& run) {
     int top_k = 0;
     uint64_t seed = 0;
     int64_t ctx = 0, chunk = 512;
-    bool ignore_eos = false;
+    bool ignore_eos = false, print_ids = false;
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("generate", "Generate tokens from a prompt (greedy by default), optionally with images");
@@ -58,6 +60,9 @@ void add_generate_command(CLI::App& app, Runner& run) {
   sub->add_option("--prefill-chunk", a->chunk, "Prompt tokens per forward pass")->check(kPositive);
   add_precision_option(sub, a->precision);
   sub->add_flag("--ignore-eos", a->ignore_eos, "Do not stop at end-of-message tokens");
+  sub->add_flag("--print-ids", a->print_ids,
+                "Print the generated token ids (space-separated) instead of the text; ids are always printed "
+                "for --prompt-ids");
   sub->callback([a, &run] {
     run = [a]() {
       K3_CHECK(!a->prompt_ids.empty() || !a->prompt.empty(), "give --prompt-ids or a non-empty --prompt");
@@ -149,6 +154,12 @@ void add_generate_command(CLI::App& app, Runner& run) {
       if (!a->ignore_eos) {
         for (int id : model->config().stop_token_ids) opt.stop_tokens.push_back(id);
       }
+      // Text for a text prompt: decoded as the tokens come, holding back the bytes of a character
+      // split across tokens; special tokens show as their text, except the end-of-message token
+      // that ends the reply.  Ids for an id prompt or with --print-ids.
+      const bool print_text = !a->prompt.empty() && !a->print_ids;
+      std::optional<StreamDecoder> text_out;
+      if (print_text) text_out.emplace(*tok);
       bool first = true;
       // Timing and, for streamed weights, what was read: logged with -v.
       using Clock = std::chrono::steady_clock;
@@ -163,11 +174,17 @@ void add_generate_command(CLI::App& app, Runner& run) {
           t_first = Clock::now();
           if (store) at_first = store->stats();
         }
-        std::printf(first ? "%d" : " %d", tok);
+        if (text_out) {
+          const bool stop = std::find(opt.stop_tokens.begin(), opt.stop_tokens.end(), tok) != opt.stop_tokens.end();
+          if (!stop) std::fputs(text_out->push(tok).c_str(), stdout);
+        } else {
+          std::printf(first ? "%d" : " %d", tok);
+        }
         std::fflush(stdout);
         first = false;
         return true;
       });
+      if (text_out) std::fputs(text_out->flush().c_str(), stdout);
       std::printf("\n");
       const Clock::time_point t_end = Clock::now();
       if (count > 0) {

@@ -3,6 +3,7 @@
 
 #include "base/error.h"
 #include "cli/commands.h"
+#include "engine/multimodal.h"
 #include "io/available_memory.h"
 #include "model/k3_model.h"
 
@@ -93,12 +94,37 @@ int inspect(const std::string& dir) {
                   p.expert_slots, human_bytes(static_cast<double>(p.expert_slot_bytes)).c_str(),
                   static_cast<long long>(p.expert_count), human_bytes(static_cast<double>(p.minimum_budget)).c_str());
   }
+  // The vision tower, when config.json has one: bound like `k3 chat` and the server bind it (which
+  // checks every vision_tower.* / mm_projector.* tensor), so its tensors are counted as used.
+  std::vector<std::string> unused = w.unused_tensors;
+  if (mc.has_vision) {
+    const std::unique_ptr<VisionModel> vision = load_vision_for(*model, dir);
+    const VisionConfig& v = vision->config();
+    uint64_t params = 0, bytes = 0;
+    size_t tensors = 0;
+    std::vector<std::string> rest;
+    for (const std::string& name : unused) {
+      if (name.rfind("vision_tower.", 0) != 0 && name.rfind("mm_projector.", 0) != 0) {
+        rest.push_back(name);
+        continue;
+      }
+      const TensorView* t = model->checkpoint().tensors().at(name);
+      params += static_cast<uint64_t>(t->numel());
+      bytes += t->nbytes;
+      ++tensors;
+    }
+    unused = std::move(rest);
+    std::printf("vision          %d blocks, width %d, %d heads x %d, projector to %d; %s parameters, %s in %zu tensors\n",
+                v.num_layers, v.hidden_size, v.num_heads, v.head_dim(), v.text_hidden_size,
+                human_count(static_cast<double>(params)).c_str(), human_bytes(static_cast<double>(bytes)).c_str(),
+                tensors);
+  }
   std::printf("stop tokens    ");
   for (int id : mc.stop_token_ids) std::printf(" %d", id);
   std::printf("\n");
-  if (!w.unused_tensors.empty())
-    std::printf("not used        %zu tensor(s) outside the text model, e.g. %s\n", w.unused_tensors.size(),
-                w.unused_tensors.front().c_str());
+  if (!unused.empty())
+    std::printf("not used        %zu tensor(s) outside the text model%s, e.g. %s\n", unused.size(),
+                mc.has_vision ? " and the vision tower" : "", unused.front().c_str());
   std::printf("validation      OK: every tensor the config implies is present with the right shape and dtype\n");
   return 0;
 }

@@ -1,18 +1,97 @@
 // k3 serve: the OpenAI-compatible HTTP server with continuous batching and a chat page at /
-// (src/server/server.h).  Prints "k3 serve: listening on http://HOST:PORT" once the socket is
-// bound; the model then loads in the background (/health: 503 until ready).
+// (src/server/server.h).  The checkpoint is first validated from its headers (config, every
+// tensor's name, shape and dtype, the tokenizer, the vision tower), so a model that cannot load
+// fails before anything listens.  Prints "k3 serve: listening on http://HOST:PORT" once the
+// socket is bound; the weights then load in the background (/health: 503 until ready), and one
+// line on stderr says when the model is ready.
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
 #include <cstdio>
+#include <thread>
 
 #include "base/error.h"
+#include "base/log.h"
 #include "base/thread_pool.h"
 #include "cli/commands.h"
+#include "engine/multimodal.h"
+#include "io/mapped_file.h"
+#include "model/k3_model.h"
 #include "server/server.h"
+#include "text/tokenizer.h"
 
 namespace k3::cli {
+namespace {
+
+// What the server's loader will do, from headers and small tensors only (as `k3 inspect`): a
+// missing or malformed checkpoint, a tokenizer that does not match it, a bad vision tower or a
+// --ctx beyond the model fail here, before the socket is bound.  The message starts as the
+// server's own load failure does ("cannot serve DIR: ...").
+void check_model_loads(const std::string& dir, int64_t ctx) {
+  try {
+    ModelOptions options;
+    options.headers_only = true;
+    auto model = Model::load(dir, options);
+    model->check_context(ctx);
+    const Tokenizer tokenizer = Tokenizer::from_model_dir(dir);
+    check_tokenizer_against_config(tokenizer, model->config());
+    if (model->config().has_vision) {
+      (void)load_vision_for(*model, dir);
+      K3_CHECK(model->config().media_placeholder_token_id >= 0,
+               "config.json has a vision tower but no media_placeholder_token_id");
+    }
+  } catch (const Error& e) {
+    fail("cannot serve ", dir, ": ", e.what());
+  }
+}
+
+// Says once on stderr when the model has loaded: polls the server's own /health (the server
+// loads in the background and has no other signal to the command) until it answers 200, the
+// server stops, or the watcher is destroyed.
+class ReadyWatcher {
+ public:
+  ReadyWatcher() = default;
+  ReadyWatcher(const ReadyWatcher&) = delete;
+  ReadyWatcher& operator=(const ReadyWatcher&) = delete;
+  ~ReadyWatcher() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+
+  void start(const std::string& host, int port, const std::string& name) {
+    // A wildcard address listens on loopback too.
+    const std::string connect = host.empty() || host == "0.0.0.0" ? "127.0.0.1" : host == "::" ? "::1" : host;
+    thread_ = std::thread([this, connect, port, name] {
+      const auto t0 = std::chrono::steady_clock::now();
+      httplib::Client client(connect, port);
+      client.set_connection_timeout(1);
+      client.set_read_timeout(5);
+      while (!stop_) {
+        const auto r = client.Get("/health");
+        if (r && r->status == 200) {
+          const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          if (log_level() >= LogLevel::kWarn) {
+            std::fprintf(stderr, "k3 serve: model %s ready (loaded in %.1f s)\n", name.c_str(), s);
+            std::fflush(stderr);
+          }
+          return;
+        }
+        for (int i = 0; i < 10 && !stop_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    });
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace
 
 void add_serve_command(CLI::App& app, Runner& run) {
   struct Args {
-    std::string model, served_name;
+    std::string model, served_name, state_budget;
     server::ServerOptions o;
     int64_t ctx = 0;
     double max_body_mb = 32;
@@ -41,11 +120,11 @@ void add_serve_command(CLI::App& app, Runner& run) {
       ->capture_default_str();
   sub->add_option("--ctx", a->ctx, "Context per request, prompt + output (default: the model's)")
       ->check(kNonNegative);
-  sub->add_option("--memory-budget", a->o.engine.scheduler.memory_budget,
-                  "Bytes of sequence state + MLA cache over all slots (0: unlimited); requests wait for room")
-      ->check(kUnsigned64);
+  sub->add_option("--state-budget", a->state_budget,
+                  "Memory for sequence state + MLA cache over all slots, e.g. 8G or 10% (default: what k3's "
+                  "--memory-budget leaves after the weights; unlimited without one); requests wait for room");
   sub->add_option("--prefix-cache-mb", a->prefix_cache_mb,
-                  "MiB of prompt-prefix states kept for later requests (0: no cache); beyond --memory-budget")
+                  "MiB of prompt-prefix states kept for later requests (0: no cache); beyond --state-budget")
       ->check(kMebibytesNonNegative)
       ->capture_default_str();
   sub->add_option("--prefill-chunk", a->o.engine.scheduler.prefill_chunk, "Prompt tokens per sequence per step")
@@ -81,9 +160,17 @@ void add_serve_command(CLI::App& app, Runner& run) {
       o.max_body_bytes = static_cast<size_t>(a->max_body_mb * 1024 * 1024);
       o.images.max_url_bytes = static_cast<uint64_t>(a->max_image_mb * 1024 * 1024);
       o.engine.scheduler.prefix_cache_bytes = static_cast<uint64_t>(a->prefix_cache_mb * 1024 * 1024);
+      if (!a->state_budget.empty()) {
+        o.engine.scheduler.memory_budget = parse_byte_size(a->state_budget);
+        K3_CHECK(o.engine.scheduler.memory_budget > 0, "--state-budget: must be more than 0 bytes (got '",
+                 a->state_budget, "')");
+      }
+      check_model_loads(o.engine.model_dir, a->ctx);
+      ReadyWatcher ready;  // destroyed (its thread joined) before run_server's result or error leaves
       return server::run_server(o, [&](int port) {
         std::printf("k3 serve: listening on http://%s:%d (model %s loading)\n", o.host.c_str(), port, name.c_str());
         std::fflush(stdout);
+        ready.start(o.host, port, name);
       });
     };
   });

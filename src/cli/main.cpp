@@ -12,6 +12,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "cli/commands.h"
+#include "cli/suggest.h"
 #include "io/mapped_file.h"
 #include "model/sequence_state.h"
 
@@ -71,6 +72,11 @@ int main(int argc, char** argv) {
                  "Memory for streamed weights, e.g. 64G, 512M or 40% (of the memory available); implies --weights "
                  "stream (default: 3/4 of the memory available, or K3_WEIGHT_BUDGET)");
 
+  std::string memory_budget;
+  app.add_option("--memory-budget", memory_budget,
+                 "All the memory k3 may use, e.g. 256G or 90% (of the memory available): the weights get it less "
+                 "a reserve for sequence state (1/8; or --weight-budget), reading them into memory when they fit "
+                 "and streaming them otherwise; sequences get what the weights leave (or K3_MEMORY_BUDGET)");
   std::string kv_cache;
   app.add_option("--kv-cache-dtype", kv_cache,
                  "MLA latent cache: f32 (exact, default) or bf16 (half the bytes per token of context; "
@@ -99,6 +105,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\nRun with --help for more information.\n", conversion_message(e.what()).c_str());
     return finish_stdout(e.get_exit_code());
   } catch (const CLI::ParseError& e) {
+    // A mistyped subcommand or option: CLI11's message, then the name that was probably meant.
+    const std::string hint = e.get_exit_code() != 0 ? k3::cli::suggest_for_unknown_argument(app, argc, argv) : "";
+    if (!hint.empty()) {
+      std::fprintf(stderr, "%s\n%s\nRun with --help for more information.\n", e.what(), hint.c_str());
+      return finish_stdout(e.get_exit_code());
+    }
     return finish_stdout(app.exit(e));  // --help goes to stdout too
   }
   try {
@@ -112,6 +124,11 @@ int main(int argc, char** argv) {
       K3_CHECK(weights.empty() || weights == "stream" || weights == "auto", "--weight-budget applies to streamed "
                "weights; it contradicts --weights ", weights);
       k3::set_default_weight_budget(b);
+    }
+    if (!memory_budget.empty()) {
+      const uint64_t b = k3::parse_byte_size(memory_budget);
+      K3_CHECK(b > 0, "--memory-budget: must be more than 0 bytes (got '", memory_budget, "')");
+      k3::set_default_memory_budget(b);
     }
     if (!kv_cache.empty()) k3::set_default_cache_dtype(k3::parse_cache_dtype(kv_cache));
     if (!isa.empty()) k3::request_isa(k3::parse_isa(isa));

@@ -550,7 +550,9 @@ void HttpServer::routes() {
   svr_.Get("/metrics", [this](const httplib::Request&, httplib::Response& r) {
     std::shared_ptr<Scheduler> s = host_.ready() ? host_.scheduler() : nullptr;
     const SchedulerStats stats = s ? s->stats() : SchedulerStats{};
-    r.set_content(host_.metrics().render(s ? &stats : nullptr, opt_.engine.scheduler.memory_budget),
+    // The budget the scheduler admits within: --state-budget, or what --memory-budget leaves.
+    const uint64_t budget = s ? s->options().memory_budget : opt_.engine.scheduler.memory_budget;
+    r.set_content(host_.metrics().render(s ? &stats : nullptr, budget),
                   "text/plain; version=0.0.4; charset=utf-8");
   });
   for (const char* path : {"/", "/index.html", "/app.js", "/style.css"}) {

@@ -254,7 +254,9 @@ TEST(Cli, NumericOptionsNameTheRule) {
       {"generate --model " + fixture() + " --prompt-ids 1 --seed -1", "--seed: must be a whole number from 0 to 18446744073709551615 (got '-1')"},
       {"chat --model " + fixture() + " --seed 18446744073709551616", "--seed: must be a whole number from 0 to"},
       {"synth --out /tmp/k3-never --seed 0x10", "--seed: must be a whole number"},
-      {"serve --model " + fixture() + " --memory-budget -1", "--memory-budget: must be a whole number"},
+      {"serve --model " + fixture() + " --state-budget -1", "memory size '-1'"},
+      {"--memory-budget 0 generate --model " + fixture() + " --prompt-ids 1", "--memory-budget: must be more than 0 bytes"},
+      {"--memory-budget lots generate --model " + fixture() + " --prompt-ids 1", "memory size 'lots'"},
       // MiB sizes times 2^20 used to overflow the byte count (undefined behaviour).
       {"serve --model " + fixture() + " --prefix-cache-mb 1e30", "--prefix-cache-mb: must be >= 0 and at most 1048576 MiB (got 1e30)"},
       {"serve --model " + fixture() + " --max-body-mb nan", "--max-body-mb: must be > 0 and at most 1048576 MiB (got nan)"},
@@ -380,6 +382,148 @@ TEST(Cli, BenchQuickWritesTheReportContract) {
     EXPECT_NE(r.out.find("weights: --weights " + residency + "; "), std::string::npos) << r.out;
     EXPECT_NE(testing::read_file(tmp.file("b.svg")).find("<svg"), std::string::npos);
   }
+}
+
+// A synthetic model with a tokenizer and a vision tower (the built-in default's recipe), made
+// once for the tests below that need text in or out; the fixture has no tokenizer.
+const std::string& synth_model() {
+  static TempDir dir;
+  static const std::string model = [] {
+    const std::string m = dir.file("tiny");
+    const auto r = run_k3("synth --preset tiny --out " + m);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return m;
+  }();
+  return model;
+}
+
+// `generate --prompt TEXT` answers in text (it printed ids); --print-ids gives the ids, and
+// `detokenize` turns those ids, as printed, into the same text.
+TEST(Cli, GenerateTextPromptPrintsTextAndDetokenizeReadsItsIds) {
+  const std::string base = "generate --model " + synth_model() + " --prompt Hello --max-tokens 12 --ignore-eos";
+  const auto text = run_k3(base);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  const auto ids = run_k3(base + " --print-ids");
+  ASSERT_EQ(ids.exit_code, 0) << ids.err;
+  ASSERT_EQ(ids.out.find_first_not_of("0123456789 \n"), std::string::npos) << ids.out;
+  int spaces = 0;
+  for (char c : ids.out) spaces += c == ' ';
+  EXPECT_EQ(spaces, 11) << ids.out;
+  const auto back = run_k3("detokenize --model " + synth_model(), ids.out);
+  ASSERT_EQ(back.exit_code, 0) << back.err;
+  EXPECT_EQ(text.out, back.out + "\n");
+  EXPECT_NE(text.out, ids.out);
+  // Commas, as --prompt-ids takes them, and the JSON array `tokenize` prints decode the same.
+  std::string commas = ids.out.substr(0, ids.out.size() - 1);
+  for (char& c : commas) c = c == ' ' ? ',' : c;
+  EXPECT_EQ(run_k3("detokenize --model " + synth_model(), commas).out, back.out);
+  EXPECT_EQ(run_k3("detokenize --model " + synth_model(), "[" + commas + "]").out, back.out);
+  // An id prompt still answers in ids.
+  const auto from_ids = run_k3("generate --model " + fixture() + " --prompt-ids 1,2,3 --max-tokens 3 --ignore-eos");
+  ASSERT_EQ(from_ids.exit_code, 0) << from_ids.err;
+  EXPECT_EQ(from_ids.out.find_first_not_of("0123456789 \n"), std::string::npos) << from_ids.out;
+  // A word among the ids is named.
+  const auto bad = run_k3("detokenize --model " + synth_model(), "12 apple 7\n");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("stdin: token id 'apple' is not a non-negative integer"), std::string::npos) << bad.err;
+}
+
+// A mistyped subcommand or option names the one probably meant (CLI11 said only that an
+// argument was not expected).
+TEST(Cli, MistypedNamesSuggestTheNearest) {
+  struct Case {
+    std::string args, hint;
+  };
+  const Case cases[] = {
+      {"genrate --prompt-ids 1", "k3: unknown subcommand 'genrate'; did you mean 'generate'?"},
+      {"-v chta", "did you mean 'chat'?"},  // -v is a flag: "chta" is not its value
+      {"--isa avx2 inspct", "did you mean 'inspect'?"},  // --isa takes a value: "avx2" is skipped
+      {"gen --prompt-ids 1", "did you mean 'generate'?"},  // a unique prefix
+      {"generate --model " + fixture() + " --prompt-ids 1 --max-token 3",
+       "k3 generate: unknown option '--max-token'; did you mean '--max-tokens'?"},
+      {"generate --model " + fixture() + " --promt hi", "did you mean '--prompt'?"},
+      {"bench --quik", "k3 bench: unknown option '--quik'; did you mean '--quick'?"},
+      {"serve --prot 0", "did you mean '--port'?"},
+      {"detokenize -model x", "did you mean '--model'?"},
+      {"xyzzy", "k3: unknown subcommand 'xyzzy' (subcommands: inspect, generate,"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.args);
+    const auto r = run_k3(c.args);
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_LT(r.exit_code, 128);
+    EXPECT_NE(r.err.find(c.hint), std::string::npos) << r.err;
+    EXPECT_EQ(r.out, "");
+  }
+}
+
+// A checkpoint with a vision tower: `inspect` describes the tower and does not list its tensors
+// as unused; a tower with a tensor missing is a validation error.
+TEST(Cli, InspectCountsTheVisionTower) {
+  const auto r = run_k3("inspect " + synth_model());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("vision          "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("not used"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("validation      OK"), std::string::npos) << r.out;
+
+  TempDir tmp;
+  testing::copy_dir(synth_model(), tmp.file("m"));
+  testing::drop_tensor(tmp.file("m"), "mm_projector.post_norm.weight");
+  const auto broken = run_k3("inspect " + tmp.file("m"));
+  EXPECT_EQ(broken.exit_code, 1) << broken.out;
+  EXPECT_NE(broken.err.find("mm_projector.post_norm.weight"), std::string::npos) << broken.err;
+}
+
+// `bench --help` says what the default model costs; a prompt plus decode steps beyond the
+// model's context is refused before anything is measured (it used to prefill, then fail on the
+// first decode step with no figure at all).
+TEST(Cli, BenchChecksTheContextBeforeMeasuring) {
+  const auto help = run_k3("bench --help");
+  ASSERT_EQ(help.exit_code, 0) << help.err;
+  EXPECT_NE(help.out.find("~16 GB"), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("--quick is the smoke run"), std::string::npos) << help.out;
+
+  // The fixture's context is 4096 tokens; --quick prefills at most 32.
+  const auto r = run_k3("bench --quick --reps 1 --no-kernels --model " + fixture() + " --decode-tokens 4065");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--prompt-tokens 32 (at most 32 with --quick) + --decode-tokens 4065 = 4097 tokens exceed the "
+                       "context of " + fixture() + " (4096 tokens)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out, "");
+  const auto full = run_k3("bench --no-kernels --reps 1 --model " + fixture() + " --prompt-tokens 4096");
+  EXPECT_EQ(full.exit_code, 1);
+  EXPECT_NE(full.err.find("--prompt-tokens 4096 + --decode-tokens 8 = 4104 tokens exceed"), std::string::npos)
+      << full.err;
+}
+
+// `serve` with a model that cannot load fails before it listens; a model that loads is
+// announced once on stderr when ready.
+TEST(Cli, ServeChecksTheModelFirstAndSaysWhenReady) {
+  TempDir empty;
+  const std::string bad[] = {"serve --port 0 --model " + empty.path(),
+                             "serve --port 0 --ctx 99999999 --model " + synth_model()};
+  for (const std::string& args : bad) {
+    SCOPED_TRACE(args);
+    const auto r = run_k3(args);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_EQ(r.out.find("listening"), std::string::npos) << r.out;
+    EXPECT_NE(r.err.find("k3: error: cannot serve "), std::string::npos) << r.err;
+  }
+
+  TempDir tmp;
+  const std::string out = tmp.file("out"), err = tmp.file("err");
+  // Started in the background; stopped with SIGTERM once the ready line is there (or after 60 s,
+  // or when it has ended).
+  const std::string script = testing::k3_binary() + " serve --port 0 --model " + synth_model() + " >" + out + " 2>" +
+                             err + " & pid=$!; i=0; while [ $i -lt 600 ] && kill -0 $pid && ! grep -q ready " + err +
+                             "; do sleep 0.1; i=$((i+1)); done; kill -TERM $pid; wait $pid";
+  const int status = std::system(("sh -c '" + script + "'").c_str());
+  EXPECT_EQ(status, 0);
+  EXPECT_NE(testing::read_file(out).find("k3 serve: listening on http://127.0.0.1:"), std::string::npos)
+      << testing::read_file(out);
+  const std::string log = testing::read_file(err);
+  EXPECT_NE(log.find("k3 serve: model tiny ready (loaded in "), std::string::npos) << log;
 }
 
 }  // namespace

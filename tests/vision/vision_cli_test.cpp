@@ -95,7 +95,7 @@ size_t count_ids(const std::string& out) {
 TEST_F(GenerateImageCli, TextPromptWithImagesGenerates) {
   const testing::CommandResult r =
       testing::run_k3("generate --model " + model() + " --image " + dir_->file("a.png") + " --image " +
-                      dir_->file("b.jpg") + " --prompt 'What is shown?' --max-tokens 4 --ignore-eos");
+                      dir_->file("b.jpg") + " --prompt 'What is shown?' --max-tokens 4 --ignore-eos --print-ids");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(count_ids(r.out), 4u) << r.out;
   // The images change the continuation's inputs: the same text without them is another prompt.
