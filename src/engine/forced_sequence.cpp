@@ -18,13 +18,18 @@ void ForcedSequence::assign(std::vector<Item> items) {
   pos_ = 0;
 }
 
-std::vector<int32_t> ForcedSequence::allowed(const VocabIndex& index) const {
+std::vector<int32_t> ForcedSequence::allowed(const VocabIndex& index, bool longest) const {
   if (items_.empty()) return {};
   const Item& f = items_.front();
   if (f.special >= 0) return {f.special};
   std::vector<int32_t> out;
   for (const std::string& t : f.texts) {
-    const std::vector<int32_t> p = index.prefixes_of(std::string_view(t).substr(pos_));
+    const std::string_view rest = std::string_view(t).substr(pos_);
+    if (longest) {
+      if (const int32_t id = index.longest_prefix_of(rest); id >= 0) out.push_back(id);
+      continue;
+    }
+    const std::vector<int32_t> p = index.prefixes_of(rest);
     out.insert(out.end(), p.begin(), p.end());
   }
   std::sort(out.begin(), out.end());
@@ -51,6 +56,30 @@ void ForcedSequence::accept(int32_t token, const Tokenizer& tokenizer) {
     items_.pop_front();
     pos_ = 0;
   }
+}
+
+namespace {
+
+int64_t item_tokens(const VocabIndex& index, const ForcedSequence::Item& item, size_t pos) {
+  if (item.special >= 0) return 1;
+  int64_t most = 0;
+  for (const std::string& t : item.texts)
+    most = std::max(most, index.longest_match_tokens(std::string_view(t).substr(std::min(pos, t.size()))));
+  return most;
+}
+
+}  // namespace
+
+int64_t ForcedSequence::tokens_left(const VocabIndex& index) const {
+  int64_t n = 0;
+  for (size_t i = 0; i < items_.size(); ++i) n += item_tokens(index, items_[i], i == 0 ? pos_ : 0);
+  return n;
+}
+
+int64_t ForcedSequence::tokens(const VocabIndex& index, const std::vector<Item>& items) {
+  int64_t n = 0;
+  for (const Item& item : items) n += item_tokens(index, item, 0);
+  return n;
 }
 
 std::vector<ForcedSequence::Item> think_to_response(const FrameTokens& t) {

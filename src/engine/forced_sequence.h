@@ -32,12 +32,17 @@ class ForcedSequence {
 
   void assign(std::vector<Item> items);
   bool empty() const { return items_.empty(); }
-  // The tokens that may come next (empty only when nothing is forced).
-  std::vector<int32_t> allowed(const VocabIndex& index) const;
+  // The tokens that may come next (empty only when nothing is forced); with `longest`, of the
+  // ordinary tokens only the longest that continues each text (a constraint that is finishing).
+  std::vector<int32_t> allowed(const VocabIndex& index, bool longest = false) const;
   // Advances past `token` (one allowed() listed).
   void accept(int32_t token, const Tokenizer& tokenizer);
   // The text of the text item completed last (which of a one_of's texts was spelled).
   const std::string& last_text() const { return last_; }
+  // The tokens the rest takes when spelled as allowed(index, true) does: one per special token,
+  // per text its longest-match count (the most of a one_of's texts).
+  int64_t tokens_left(const VocabIndex& index) const;
+  static int64_t tokens(const VocabIndex& index, const std::vector<Item>& items);
 
  private:
   std::deque<Item> items_;

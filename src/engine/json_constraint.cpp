@@ -52,6 +52,51 @@ std::vector<int32_t> VocabIndex::prefixes_of(std::string_view text) const {
   return out;
 }
 
+std::string_view json_finish_order() {
+  static const std::string order = [] {
+    std::string o = "}]\",:0nft{[";  // ',' before '0': a number ends rather than grows
+    const auto add = [&](int lo, int hi) {
+      for (int c = lo; c <= hi; ++c)
+        if (o.find(static_cast<char>(c)) == std::string::npos && c != ' ') o.push_back(static_cast<char>(c));
+    };
+    add('a', 'z');
+    add('A', 'Z');
+    add('1', '9');
+    add(0x21, 0x7e);
+    add(0x80, 0xff);
+    add(0x01, 0x1f);
+    o.push_back(' ');
+    return o;
+  }();
+  return order;
+}
+
+size_t VocabIndex::longest_index(std::string_view text) const {
+  size_t best = bytes_.size();
+  for (size_t len = 1; len <= text.size(); ++len) {
+    const std::string_view p = text.substr(0, len);
+    auto it = std::lower_bound(bytes_.begin(), bytes_.end(), p, [](const std::string& a, std::string_view b) { return a < b; });
+    if (it == bytes_.end() || std::string_view(*it).substr(0, len) != p) break;
+    if (*it == p) best = static_cast<size_t>(it - bytes_.begin());
+  }
+  return best;
+}
+
+int32_t VocabIndex::longest_prefix_of(std::string_view text) const {
+  const size_t i = longest_index(text);
+  return i < ids_.size() ? ids_[i] : -1;
+}
+
+int64_t VocabIndex::longest_match_tokens(std::string_view text) const {
+  int64_t n = 0;
+  while (!text.empty()) {
+    const size_t i = longest_index(text);
+    text.remove_prefix(i < ids_.size() ? bytes_[i].size() : 1);
+    ++n;
+  }
+  return n;
+}
+
 void check_schema_decodable(const CompiledSchema& schema) {
   using S = CompiledSchema;
   const size_t count = static_cast<size_t>(schema.any_node()) + 1;
@@ -90,15 +135,28 @@ std::shared_ptr<const CompiledSchema> compile_decodable_schema(const ojson& sche
   return compiled;
 }
 
+namespace {
+
+// "<|close|>response<|sep|><|close|>message<|sep|><|end_of_msg|>": the frame after the JSON.
+std::vector<ForcedSequence::Item> json_to_end(const FrameTokens& t) {
+  using F = ForcedSequence;
+  return {F::special(t.close), F::text("response"), F::special(t.sep), F::special(t.close), F::text("message"),
+          F::special(t.sep), F::special(t.end)};
+}
+
+}  // namespace
+
 ChatJsonConstraint::ChatJsonConstraint(std::shared_ptr<const VocabIndex> index, const Tokenizer& tokenizer,
                                        bool thinking, std::vector<int32_t> stop_tokens,
-                                       std::shared_ptr<const CompiledSchema> schema)
+                                       std::shared_ptr<const CompiledSchema> schema, int64_t max_tokens)
     : index_(std::move(index)),
       tokenizer_(tokenizer),
       stops_(std::move(stop_tokens)),
       t_(tokenizer),
       schema_(std::move(schema)),
-      json_(JsonValidator(true)) {
+      json_(JsonValidator(true)),
+      budget_(std::max<int64_t>(max_tokens, 0)),
+      reasoning_budget_(budget_ / 2) {
   if (schema_) json_ = SchemaValidator(schema_.get());
   phase_ = thinking ? Phase::kReasoning : Phase::kJson;
 }
@@ -109,18 +167,53 @@ void ChatJsonConstraint::force(std::vector<ForcedSequence::Item> items, Phase th
   phase_ = Phase::kForced;
 }
 
+std::optional<std::string> ChatJsonConstraint::json_finish() const {
+  return std::visit([](const auto& r) { return finish_text(r, [](const auto& v) { return v.complete(); }); }, json_);
+}
+
+int64_t ChatJsonConstraint::tokens_to_finish() const {
+  // A JSON text with no completion found counts as the whole budget: finishing cannot help.
+  const auto json_tokens = [&]() -> int64_t {
+    const std::optional<std::string> rest = json_finish();
+    return rest ? index_->longest_match_tokens(*rest) : budget_;
+  };
+  const int64_t frame = ForcedSequence::tokens(*index_, json_to_end(t_));
+  switch (phase_) {
+    case Phase::kReasoning: return 1 + ForcedSequence::tokens(*index_, think_to_response(t_)) + json_tokens() + frame;
+    case Phase::kForced:
+      return forced_.tokens_left(*index_) + (after_forced_ == Phase::kJson ? json_tokens() + frame : 0);
+    case Phase::kJson: return json_tokens() + frame;
+    case Phase::kEnd: return 0;
+  }
+  return 0;
+}
+
 void ChatJsonConstraint::mask(float* logits, int64_t vocab) {
+  if (budget_ > 0 && !finishing_ && phase_ != Phase::kEnd && budget_ - generated_ <= tokens_to_finish() + kFinishSlack)
+    { finishing_ = true; fprintf(stderr, "FINISH at %ld need %ld budget %ld\n", (long)generated_, (long)tokens_to_finish(), (long)budget_); }
   switch (phase_) {
     case Phase::kReasoning:
+      if (finishing_ || (budget_ > 0 && generated_ >= reasoning_budget_)) {
+        keep_only(logits, vocab, {t_.close});  // the reasoning budget is spent
+        return;
+      }
       forbid(logits, vocab, stops_);
       return;
     case Phase::kForced:
-      keep_only(logits, vocab, forced_.allowed(*index_));
+      keep_only(logits, vocab, forced_.allowed(*index_, finishing_));
       return;
     case Phase::kEnd:  // the message is closed: only a stop (with ignore_eos, anything)
       if (!stops_.empty()) keep_only(logits, vocab, stops_);
       return;
     case Phase::kJson: {
+      if (finishing_) {
+        const std::optional<std::string> rest = json_finish();
+        const int32_t next = rest ? index_->longest_prefix_of(*rest) : -1;
+        if (next >= 0) {
+          keep_only(logits, vocab, {next});
+          return;
+        }
+      }
       const std::vector<int32_t> ok = std::visit([&](const auto& r) { return viable_tokens(*index_, r); }, json_);
       K3_CHECK(!ok.empty(), "no token can continue the JSON text");
       keep_only(logits, vocab, ok);
@@ -131,6 +224,7 @@ void ChatJsonConstraint::mask(float* logits, int64_t vocab) {
 
 void ChatJsonConstraint::accept(int32_t token) {
   using F = ForcedSequence;
+  ++generated_;
   switch (phase_) {
     case Phase::kReasoning:
       if (token == t_.close)
@@ -144,9 +238,7 @@ void ChatJsonConstraint::accept(int32_t token) {
       return;
     case Phase::kJson:
       if (std::visit([&](auto& r) { return r.feed(tokenizer_.token_bytes(token)) && r.complete(); }, json_))
-        force({F::special(t_.close), F::text("response"), F::special(t_.sep), F::special(t_.close),
-               F::text("message"), F::special(t_.sep), F::special(t_.end)},
-              Phase::kEnd);
+        force(json_to_end(t_), Phase::kEnd);
       return;
     case Phase::kEnd:
       return;

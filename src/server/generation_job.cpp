@@ -203,12 +203,16 @@ GenerationJob::GenerationJob(EngineHost& host, Endpoint endpoint, PreparedPrompt
   r.embedding_rows = std::move(prompt.media_rows);
   r.max_tokens = params.max_tokens;
   r.sampling = params.sampling;
+  // The constraints plan to close the message within what the request may generate: max_tokens,
+  // capped by the context left after the prompt (engine/json_constraint.h, tool_constraint.h).
+  const int64_t room = std::max<int64_t>(host.context_tokens() - prompt_tokens_, 1);
+  const int64_t budget = params.max_tokens > 0 ? std::min(params.max_tokens, room) : room;
   if (!params.forced_tools.empty() && endpoint == Endpoint::kChat)
     r.constraint = std::make_shared<ChatToolConstraint>(host.vocab_index(), host.tokenizer(), parser_options.thinking,
-                                                        stops, params.forced_tools, params.single_tool_call);
+                                                        stops, params.forced_tools, params.single_tool_call, budget);
   else if ((params.json_object || params.json_schema) && endpoint == Endpoint::kChat)
     r.constraint = std::make_shared<ChatJsonConstraint>(host.vocab_index(), host.tokenizer(), parser_options.thinking,
-                                                        stops, params.json_schema);
+                                                        stops, params.json_schema, budget);
   r.stop_tokens = std::move(stops);
   r.top_logprobs = params.top_logprobs;
   if (params.top_logprobs >= 0)

@@ -60,7 +60,7 @@ std::optional<std::string> get_string(const ojson& body, const char* field) {
 void check_model_field(const ojson& body, const std::string& served) {
   const std::optional<std::string> model = get_string(body, "model");
   if (model && *model != served)
-    throw ApiError(400, cat("the model '", *model, "' does not exist; this server serves '", served, "'"), "model",
+    throw ApiError(404, cat("the model '", *model, "' does not exist; this server serves '", served, "'"), "model",
                    "model_not_found");
 }
 

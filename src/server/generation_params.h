@@ -52,7 +52,8 @@ inline constexpr int kMaxChoices = 16;
 
 GenerationParams parse_generation_params(const ojson& body, Endpoint endpoint);
 
-// The `model` field: absent / null, or `served` (else ApiError 400 "model_not_found").
+// The `model` field: absent / null, or `served` (else ApiError 404 "model_not_found", param
+// "model", as OpenAI and vLLM answer a model they do not serve).
 void check_model_field(const ojson& body, const std::string& served);
 
 // Typed field readers: nullopt when absent or null; ApiError 400 naming the field otherwise.

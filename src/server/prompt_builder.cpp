@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "base/log.h"
 #include "server/api_error.h"
 #include "text/base64.h"
 #include "text/chat_request.h"
@@ -28,10 +27,11 @@ Image decode_data_url(const ojson& part, size_t n, const ImageLimits& limits) {
   if (u.size() > limits.max_url_bytes)
     throw ApiError(413, cat(where, ": the data URL has ", u.size(), " bytes; the limit is ", limits.max_url_bytes),
                    "messages", "image_too_large");
+  // k3 never fetches from the network (no option turns that on): the client sends the bytes.
   if (u.rfind("http://", 0) == 0 || u.rfind("https://", 0) == 0)
-    throw ApiError(400, cat(where, ": http(s) image URLs are not enabled on this server; send the image as a "
+    throw ApiError(400, cat(where, ": k3 does not download images from http(s) URLs; send the image itself as a "
                                    "data: URL (data:image/png;base64,...)"),
-                   "messages", "image_url_not_enabled");
+                   "messages", "image_url_not_supported");
   if (u.rfind("data:", 0) != 0)
     throw ApiError(400, cat(where, ": the URL must be a data: URL (data:image/png;base64,...)"), "messages");
   const size_t comma = u.find(',');
@@ -89,9 +89,8 @@ void check_prompt_fits(const EngineHost& host, const PreparedPrompt& p, const ch
 namespace {
 
 // What the K3 encoder would render without complaint but an OpenAI client would not send: a
-// user message without content, a text part without text, a role outside the chat format.
-// `developer` (OpenAI's newer name for system instructions) is skipped by Moonshot's encoder,
-// and so by k3 (the chat fixtures hold that case); that is logged, the rest are 400s.
+// user message without content, a text part without text, a role outside the chat format (400s).
+// (`developer` messages were turned into system ones before: see prepare_chat.)
 void check_messages(const ojson& messages) {
   for (size_t i = 0; i < messages.size(); ++i) {
     const ojson& m = messages[i];
@@ -99,11 +98,6 @@ void check_messages(const ojson& messages) {
     if (!m.is_object()) throw ApiError(400, cat(where, " must be an object"), "messages");
     if (!m.contains("role") || !m["role"].is_string()) throw ApiError(400, cat(where, ".role must be a string"), "messages");
     const std::string& role = m["role"].get_ref<const std::string&>();
-    if (role == "developer") {
-      log_warn(where, ": a developer message is not part of the Kimi K3 chat format and is skipped (as Moonshot's "
-               "encoder does); send instructions as a system message");
-      continue;
-    }
     if (role != "system" && role != "user" && role != "assistant" && role != "tool")
       throw ApiError(400, cat(where, ".role '", role, "' is not one of system, user, assistant, tool"), "messages");
     const bool has = m.contains("content") && !m["content"].is_null();
@@ -151,24 +145,41 @@ void check_tools(const ojson& tools, const ojson& tool_choice) {
 }  // namespace
 
 PreparedChat prepare_chat(const EngineHost& host, const ojson& body, const ImageLimits& limits, bool check_fit) {
+  if (!body.contains("messages") || body["messages"].is_null())
+    throw ApiError(400, "messages is required (a list of chat messages)", "messages");
   ChatRequest req;
   try {
     req = parse_chat_request(body);
   } catch (const ApiError&) {
     throw;
   } catch (const Error& e) {
-    throw ApiError(400, e.what());
+    // parse_chat_request's messages begin with the field they are about ("tools must be an
+    // array", "chat_template_kwargs.thinking must be a boolean"): that field is the param.
+    const std::string what = e.what();
+    const std::string field = what.substr(0, what.find_first_of(" .'["));
+    throw ApiError(400, what, body.contains(field) ? field : "");
   }
   if (req.messages.empty()) throw ApiError(400, "messages must not be empty", "messages");
+  // OpenAI's `developer` role (its newer name for system instructions) is rendered as the system
+  // turn, as OpenAI-compatible servers do.  Moonshot's encoder would skip the message, silently
+  // dropping the client's instructions.
+  for (ojson& m : req.messages)
+    if (m.is_object() && m.contains("role") && m["role"] == "developer") m["role"] = "system";
   check_messages(req.messages);
   check_tools(req.tools, req.options.tool_choice);
   // Checked here whether or not thinking is on (the renderer only reads it when it is), and
-  // reported under its own name.
+  // reported under its own name.  "medium" (OpenAI's default effort) is not one of K3's; it is
+  // taken as "high", the next one up, so a client asking for it never gets less thinking than it
+  // asked for.  The chat format's own field, chat_template_kwargs.thinking_effort, wins over it
+  // and is passed as given.
   if (body.contains("reasoning_effort") && body["reasoning_effort"].is_string()) {
     const std::string& e = body["reasoning_effort"].get_ref<const std::string&>();
-    if (e != "low" && e != "high" && e != "max")
-      throw ApiError(400, cat("reasoning_effort '", e, "' is not supported (expected low, high or max)"),
+    if (e != "low" && e != "medium" && e != "high" && e != "max")
+      throw ApiError(400, cat("reasoning_effort '", e, "' is not supported (expected low, medium, high or max)"),
                      "reasoning_effort");
+    const bool native = body.contains("chat_template_kwargs") && body["chat_template_kwargs"].is_object() &&
+                        body["chat_template_kwargs"].contains("thinking_effort");
+    if (e == "medium" && !native) req.options.thinking_effort = "high";
   }
   PreparedChat out;
   const std::vector<Image> images = collect_images(req.messages, limits);

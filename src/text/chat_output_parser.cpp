@@ -60,7 +60,13 @@ class ChatOutputParser::Machine {
   }
 
   ParsedChatMessage finish() {
-    if (pending_ != Pending::kNone) broken_pending();
+    // A tag whose header the end of the output cut off (max_tokens inside "<|open|>call tool=")
+    // is markup, not text of the channel it would have left: it is dropped, not kept as literal
+    // text, so a cut tool call never shows up in the content.  (Its header never streamed.)
+    if (pending_ != Pending::kNone) {
+      pending_ = Pending::kNone;
+      degraded_ = true;
+    }
     if (!stopped_) degraded_ = true;
     ParsedChatMessage m;
     switch (state_) {

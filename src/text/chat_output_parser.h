@@ -23,8 +23,10 @@
 // null, as its text streamed, so a reply reads the same streamed or not (vLLM's non-streaming
 // parser calls that text content; fixture case truncated_in_think); a response or tools channel
 // opened without closing the think channel ends it there; a tool call that never closes is
-// dropped; text outside any channel goes to content when no response channel exists (and is
-// dropped after one); an <|open|> that breaks a tool call moves that call's raw text into content;
+// dropped, and so is a tag whose header the end of the output cut off (never literal text: a
+// reply cut by max_tokens shows no markup); text outside any channel goes to content when no
+// response channel exists (and is dropped after one); an <|open|> that breaks a tool call moves
+// that call's raw text into content;
 // unexpected tags, stray <|sep|> and other special tokens are kept as literal text in the current
 // channel; anything after <|end_of_msg|> is ignored.  `degraded` is false exactly for output that
 // stops on <|end_of_msg|> and follows the grammar above.

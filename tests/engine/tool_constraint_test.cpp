@@ -68,7 +68,8 @@ const std::string kCall =
 
 TEST_F(ToolConstraintTest, NamedFunctionIsCalledOnce) {
   ChatToolConstraint c(index_, *tok_, true, stops(), {"get_weather"}, true);
-  // The script tries to end early, and to call a second tool: both are refused.
+  // The script tries to end early, to write text in the response channel, and to call a second
+  // tool: all are refused (a required call is the whole answer: content stays null).
   const std::vector<int32_t> ids =
       drive(c, "Weather.<|end_of_msg|><|close|>think<|sep|><|open|>response<|sep|>Sure.<|close|>response<|sep|>"
                "<|open|>tools<|sep|><|open|>call tool=\"get_weather\" index=\"1\"<|sep|>" + kCall +
@@ -80,7 +81,7 @@ TEST_F(ToolConstraintTest, NamedFunctionIsCalledOnce) {
   EXPECT_EQ(m.tool_calls[0].name, "get_weather");
   EXPECT_EQ(m.tool_calls[0].arguments, "{\"city\": \"Paris\"}");
   EXPECT_EQ(m.reasoning_content.value_or(""), "Weather.");
-  EXPECT_EQ(m.content.value_or(""), "Sure.");
+  EXPECT_FALSE(m.content.has_value()) << *m.content;
 }
 
 TEST_F(ToolConstraintTest, RequiredAllowsSeveralCallsOfKnownTools) {
@@ -106,14 +107,21 @@ TEST_F(ToolConstraintTest, AnUnknownToolNameIsNotWritten) {
       << text;
 }
 
+// The response channel is closed at once, empty, and the message goes on into the call; a tool
+// without parameters gets well-formed argument blocks, so the parser reads the call back.
 TEST_F(ToolConstraintTest, AMessageWithoutACallIsNotAllowed) {
   ChatToolConstraint c(index_, *tok_, false, stops(), {"get_weather"}, true);
-  const std::vector<int32_t> ids = drive(c, "Just text.<|close|>response<|sep|><|close|>message<|sep|><|end_of_msg|>", 60);
+  const std::vector<int32_t> ids = drive(c, "Just text.<|close|>response<|sep|><|close|>message<|sep|><|end_of_msg|>", 200);
   const std::string text = tok_->decode(ids);
-  EXPECT_NE(text.find("<|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool=\"get_weather\" index=\"1\"<|sep|>"),
-            std::string::npos)
+  EXPECT_EQ(text.rfind("<|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool=\"get_weather\" index=\"1\"<|sep|>", 0),
+            0u)
       << text;
-  EXPECT_NE(ids.back(), tok_->require_special("<|end_of_msg|>"));
+  if (ids.back() == tok_->require_special("<|end_of_msg|>")) {
+    const ParsedChatMessage m = parse(ids, false);
+    EXPECT_FALSE(m.degraded) << text;
+    ASSERT_EQ(m.tool_calls.size(), 1u) << text;
+    EXPECT_FALSE(m.content.has_value()) << text;
+  }
 }
 
 using nlohmann::json;
@@ -213,6 +221,112 @@ TEST_F(ToolConstraintTest, RandomCallsAlwaysSatisfyTheirSchemas) {
   }
   // Most random messages finish within the step budget (the test would prove nothing otherwise).
   EXPECT_GE(finished, 60) << calls << " calls";
+}
+
+// A "model" that never closes anything on its own: noise, with <|close|> far below every other
+// token wherever the mask leaves a choice (the random model of the server tests does the same in
+// effect).  Returns the generated ids, at most `budget` of them, ending at <|end_of_msg|> if
+// the message ended.
+std::vector<int32_t> never_closing(TokenConstraint& c, const Tokenizer& tok, int64_t budget, uint32_t seed) {
+  const int32_t close = tok.require_special("<|close|>"), end = tok.require_special("<|end_of_msg|>");
+  const int64_t vocab = tok.vocab_size();
+  std::mt19937 g(seed);
+  std::normal_distribution<float> nd;
+  std::vector<float> logits(static_cast<size_t>(vocab));
+  std::vector<int32_t> ids;
+  while (static_cast<int64_t>(ids.size()) < budget && (ids.empty() || ids.back() != end)) {
+    for (float& v : logits) v = nd(g);
+    logits[static_cast<size_t>(close)] = -1e4f;
+    c.mask(logits.data(), vocab);
+    const int32_t pick = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    EXPECT_TRUE(std::isfinite(logits[static_cast<size_t>(pick)])) << "no token allowed at step " << ids.size();
+    c.accept(pick);
+    ids.push_back(pick);
+  }
+  return ids;
+}
+
+// A model that never closes its reasoning nor a value: with a token budget, the constraint closes
+// the reasoning after at most half of it and every value on the shortest way, so the call comes,
+// well formed and satisfying the schema, within the budget (without one the reasoning never ends).
+TEST_F(ToolConstraintTest, ABudgetEndsReasoningAndValuesThatNeverClose) {
+  const int32_t close = tok_->require_special("<|close|>"), end = tok_->require_special("<|end_of_msg|>");
+  for (int64_t budget : {150, 250, 400}) {
+    for (uint32_t seed = 1; seed <= 3; ++seed) {
+      SCOPED_TRACE(::testing::Message() << "budget " << budget << " seed " << seed);
+      ChatToolConstraint c(index_, *tok_, true, stops(), {ForcedTool("get_weather", compiled(kWeather))}, true, budget);
+      const std::vector<int32_t> ids = never_closing(c, *tok_, budget, seed);
+      ASSERT_EQ(ids.back(), end) << tok_->decode(ids);
+      const int64_t reasoning = std::find(ids.begin(), ids.end(), close) - ids.begin();
+      EXPECT_LE(reasoning, budget / 2);
+      EXPECT_GT(reasoning, 0);
+      const ParsedChatMessage m = parse(ids, true);
+      EXPECT_FALSE(m.degraded) << tok_->decode(ids);
+      EXPECT_TRUE(m.reasoning_content.has_value());
+      EXPECT_FALSE(m.content.has_value()) << *m.content;
+      ASSERT_EQ(m.tool_calls.size(), 1u) << tok_->decode(ids);
+      EXPECT_TRUE(testing::satisfies(json::parse(m.tool_calls[0].arguments), kWeather, kWeather))
+          << m.tool_calls[0].arguments;
+    }
+  }
+  // No budget: the reasoning goes on for as long as the model keeps writing.
+  ChatToolConstraint open(index_, *tok_, true, stops(), {ForcedTool("get_weather", compiled(kWeather))}, true);
+  const std::vector<int32_t> ids = never_closing(open, *tok_, 300, 1);
+  EXPECT_EQ(std::find(ids.begin(), ids.end(), close), ids.end());
+}
+
+// Every budget, from one token up: the reply never runs past it; once it is large enough the
+// message ends with the call (several tools, several calls allowed, a tool without parameters);
+// below that it is cut, and what the parser reads from the cut reply is reasoning only -- no
+// content, no call, never the call's markup.
+TEST_F(ToolConstraintTest, EveryBudgetEndsWithACallOrACutWithoutMarkup) {
+  const int32_t end = tok_->require_special("<|end_of_msg|>");
+  const std::vector<ForcedTool> tools = {ForcedTool("get_weather", compiled(kWeather)), ForcedTool("ping")};
+  int64_t first_whole = -1;
+  for (bool thinking : {true, false}) {
+    for (int64_t budget = 1; budget <= 200; ++budget) {
+      SCOPED_TRACE(::testing::Message() << "thinking " << thinking << " budget " << budget);
+      ChatToolConstraint c(index_, *tok_, thinking, stops(), tools, false, budget);
+      const std::vector<int32_t> ids = never_closing(c, *tok_, budget, static_cast<uint32_t>(budget));
+      ASSERT_LE(static_cast<int64_t>(ids.size()), budget);
+      const ParsedChatMessage m = parse(ids, thinking);
+      EXPECT_FALSE(m.content.has_value()) << *m.content << "\n" << tok_->decode(ids);
+      if (ids.back() == end) {
+        if (thinking && first_whole < 0) first_whole = budget;
+        EXPECT_FALSE(m.degraded) << tok_->decode(ids);
+        ASSERT_FALSE(m.tool_calls.empty()) << tok_->decode(ids);
+        for (const ParsedToolCall& call : m.tool_calls)
+          if (call.name == "get_weather")
+            EXPECT_TRUE(testing::satisfies(json::parse(call.arguments), kWeather, kWeather)) << call.arguments;
+      }
+    }
+  }
+  // The smallest budgets are too small for a call; the rest all end with one.
+  EXPECT_GT(first_whole, 1);
+  EXPECT_LT(first_whole, 120);
+}
+
+// response_format under the same budget: the reasoning is closed, and the JSON (whose strings the
+// model would never close) is finished, within the budget.
+TEST(JsonConstraintBudget, ABudgetEndsReasoningAndJsonThatNeverClose) {
+  const Tokenizer& tok = testing::SynthVocab::get().tok;
+  const int32_t close = tok.require_special("<|close|>"), end = tok.require_special("<|end_of_msg|>");
+  for (int64_t budget : {60, 200, 400}) {
+    for (uint32_t seed = 1; seed <= 5; ++seed) {
+      SCOPED_TRACE(::testing::Message() << "budget " << budget << " seed " << seed);
+      ChatJsonConstraint c(testing::SynthVocab::get().index, tok, true, {end}, compiled(kWeather), budget);
+      const std::vector<int32_t> ids = never_closing(c, tok, budget, seed);
+      ASSERT_EQ(ids.back(), end) << tok.decode(ids);
+      EXPECT_LE(std::find(ids.begin(), ids.end(), close) - ids.begin(), budget / 2);
+      ChatParserOptions po;
+      ChatOutputParser parser(po, &tok);
+      for (int32_t t : ids) parser.feed_token(t);
+      const ParsedChatMessage m = parser.finish();
+      EXPECT_TRUE(m.stopped) << tok.decode(ids);
+      ASSERT_TRUE(m.content.has_value()) << tok.decode(ids);
+      EXPECT_TRUE(testing::satisfies(json::parse(*m.content), kWeather, kWeather)) << *m.content;
+    }
+  }
 }
 
 }  // namespace

@@ -130,7 +130,7 @@ TEST(Server, ErrorEnvelopes) {
   expect_envelope(post(cli, "/v1/chat/completions", b), 400, "messages[0]");
   b = chat_body("hi");
   b["model"] = "gpt-4o";
-  expect_envelope(post(cli, "/v1/chat/completions", b), 400, "'gpt-4o' does not exist", "model");
+  expect_envelope(post(cli, "/v1/chat/completions", b), 404, "'gpt-4o' does not exist", "model");
   // Longer than the 1024-token context.
   std::string long_text;
   for (int i = 0; i < 1200; ++i) long_text += "word" + std::to_string(i) + " ";
@@ -239,6 +239,14 @@ TEST(Server, ChatAndCompletionShapes) {
   ojson t2 = t;
   t2["reasoning_effort"] = "max";
   EXPECT_NE(post(cli, "/tokenize", t)["tokens"], post(cli, "/tokenize", t2)["tokens"]);
+  // "medium" (OpenAI's default) is taken as K3's "high"; the chat format's own field wins over it.
+  ojson medium = t, high = t;
+  medium["reasoning_effort"] = "medium";
+  high["reasoning_effort"] = "high";
+  EXPECT_EQ(post(cli, "/tokenize", medium)["tokens"], post(cli, "/tokenize", high)["tokens"]);
+  ojson native = medium;
+  native["chat_template_kwargs"] = {{"thinking_effort", "low"}};
+  EXPECT_EQ(post(cli, "/tokenize", native)["tokens"], post(cli, "/tokenize", t)["tokens"]);
   ojson t3 = t;
   t3["chat_template_kwargs"] = {{"thinking", false}};
   EXPECT_NE(post(cli, "/tokenize", t)["tokens"], post(cli, "/tokenize", t3)["tokens"]);
@@ -643,6 +651,54 @@ TEST(Server, ForcedToolCalls) {
   expect_envelope(post(cli, "/v1/chat/completions", bad), 400, "cannot be combined", "response_format");
 }
 
+// Without any help from the model (no logit bias: the random model never closes its reasoning on
+// its own), tool_choice "required" still ends in a call within max_tokens: the reasoning gets half
+// the budget, then the constraint closes it and writes the shortest call.  The response channel
+// holds nothing.  A budget too small for a call (the tiny model's small vocabulary spells the
+// frame in ~75 tokens) ends cut, with no markup in the content.  The same holds for
+// response_format: the JSON object comes within the budget.
+TEST(Server, RequiredToolCallComesWithinMaxTokens) {
+  httplib::Client cli = client(main_server());
+  const ojson params = ojson::parse(R"({"type": "object", "properties": {"city": {"type": "string"}},
+    "required": ["city"]})");
+  for (int max_tokens : {100, 200, 400}) {
+    ojson b = chat_body("What is the weather in Paris?", max_tokens);
+    b["tools"] = ojson::array({{{"type", "function"}, {"function", {{"name", "get_weather"}, {"parameters", params}}}}});
+    b["tool_choice"] = "required";
+    b["chat_template_kwargs"] = {{"thinking", true}};
+    const Reply r = post(cli, "/v1/chat/completions", b);
+    ASSERT_EQ(r.status, 200) << r.raw;
+    const ojson& choice = r.body["choices"][0];
+    EXPECT_EQ(choice["finish_reason"], "tool_calls") << max_tokens << " " << r.raw;
+    ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u) << r.raw;
+    EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["name"], "get_weather");
+    EXPECT_TRUE(ojson::parse(choice["message"]["tool_calls"][0]["function"]["arguments"].get<std::string>())["city"]
+                    .is_string());
+    EXPECT_TRUE(choice["message"]["content"].is_null() || choice["message"]["content"] == "") << r.raw;
+    EXPECT_LE(r.body["usage"]["completion_tokens"].get<int>(), max_tokens);
+  }
+  for (int max_tokens : {1, 8, 40, 60}) {
+    ojson b = chat_body("What is the weather in Paris?", max_tokens);
+    b["tools"] = ojson::array({{{"type", "function"}, {"function", {{"name", "get_weather"}, {"parameters", params}}}}});
+    b["tool_choice"] = "required";
+    const Reply r = post(cli, "/v1/chat/completions", b);
+    ASSERT_EQ(r.status, 200) << r.raw;
+    const ojson& m = r.body["choices"][0]["message"];
+    if (r.body["choices"][0]["finish_reason"] == "length") {
+      const std::string content = m["content"].is_string() ? m["content"].get<std::string>() : "";
+      EXPECT_EQ(content.find("<|"), std::string::npos) << r.raw;
+      EXPECT_EQ(content.find("call tool="), std::string::npos) << r.raw;
+    }
+  }
+  ojson j = chat_body("Answer in JSON.", 80);
+  j["response_format"] = {{"type", "json_object"}};
+  j["chat_template_kwargs"] = {{"thinking", true}};
+  const Reply jr = post(cli, "/v1/chat/completions", j);
+  ASSERT_EQ(jr.status, 200) << jr.raw;
+  EXPECT_EQ(jr.body["choices"][0]["finish_reason"], "stop") << jr.raw;
+  EXPECT_TRUE(ojson::parse(jr.body["choices"][0]["message"]["content"].get<std::string>()).is_object()) << jr.raw;
+}
+
 // A forced call's arguments satisfy the tool's parameters (the random model only gets a bias
 // towards <|close|>, which ends every free run at once); a "strict" tool whose schema is outside
 // the supported subset is a 400, a non-strict one keeps free arguments.
@@ -932,13 +988,14 @@ TEST(Server, ApiKey) {
   EXPECT_EQ(s.stop(), 0) << "SIGTERM should end the server cleanly (exit 0; no sanitizer report)";
 }
 
-// The socket is bound first and the model loads in the background; a model that fails to load
-// stops the server with the CLI's error, and a port in use is refused up front.
+// A model that cannot load fails before the socket is bound (the CLI's error, no "listening"),
+// and a port in use is refused up front.
 TEST(Server, StartupFailuresAreCleanErrors) {
   TempDir empty;
   const CommandResult r = run_k3("serve --port 0 --model " + empty.path());
   EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_NE(r.out.find("listening on http://127.0.0.1:"), std::string::npos) << r.out;
+  // Checked from the headers before the socket is bound: nothing was said to be listening.
+  EXPECT_EQ(r.out.find("listening"), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("k3: error: cannot serve " + empty.path()), std::string::npos) << r.err;
   const CommandResult busy = run_k3("serve --port " + std::to_string(main_server().port()) + " --model " +
                                     plain_model_dir());
@@ -984,7 +1041,7 @@ TEST(Server, Images) {
 
   expect_envelope(post(cli, "/v1/chat/completions", image_chat({png, png, png})), 400, "more than 2 images");
   expect_envelope(post(cli, "/v1/chat/completions", image_chat({"https://example.com/cat.png"})), 400,
-                  "not enabled");
+                  "does not download images from http(s) URLs");
   expect_envelope(post(cli, "/v1/chat/completions", image_chat({"data:image/png;base64,@@@@"})), 400, "base64");
   expect_envelope(post(cli, "/v1/chat/completions", image_chat({"data:image/png;base64,aGVsbG8="})), 400,
                   "image_url 1");

@@ -125,6 +125,56 @@ const text = (await post('/detokenize', { tokens: rendered.tokens })).prompt;
 check(text.includes('call tool="get_weather"') && text.includes('Oslo') && text.includes('{"temp": 12}'),
   'the tool call and result are in the next prompt', text);
 
+// Greedy replies cut by max_tokens at every point read the same streamed or not: channel by
+// channel (inside the think block, inside the answer, inside a forced tool call) and in usage.
+async function streamed(body) {
+  const st = await client.chat.completions.create({ ...body, stream: true, stream_options: { include_usage: true } });
+  let content = '', reasoning = '', usage = null, finish = null;
+  const calls = [];
+  for await (const chunk of st) {
+    if (chunk.usage) usage = chunk.usage;
+    const c = chunk.choices[0];
+    if (!c) continue;
+    if (c.finish_reason) finish = c.finish_reason;
+    if (c.delta.content) content += c.delta.content;
+    if (c.delta.reasoning_content) reasoning += c.delta.reasoning_content;
+    for (const t of c.delta.tool_calls ?? []) {
+      calls[t.index] ??= { name: '', arguments: '' };
+      if (t.function?.name) calls[t.index].name += t.function.name;
+      if (t.function?.arguments) calls[t.index].arguments += t.function.arguments;
+    }
+  }
+  return { content: content || null, reasoning: reasoning || null, calls, usage, finish };
+}
+const cutCases = [
+  { what: 'thinking on', body: { messages: user('Why is the sky blue?'), reasoning_effort: 'high' }, full: 40 },
+  { what: 'thinking off', body: { messages: user('Hello there'), chat_template_kwargs: { thinking: false } }, full: 40 },
+  { what: 'required tool call', body: { messages: user('Weather in Oslo?'), tools, tool_choice: 'required' }, full: 140 },
+];
+for (const { what, body, full } of cutCases) {
+  for (let max = 1; max <= full; max += max < 24 ? 1 : 7) {
+    const b = { model: 'm', temperature: 0, max_tokens: max, ...body };
+    const whole = await client.chat.completions.create(b);
+    const m = whole.choices[0].message;
+    const st = await streamed(b);
+    const at = `${what}, max_tokens ${max}`;
+    check(st.content === m.content, at + ': content', [st.content, m.content]);
+    check(st.reasoning === (m.reasoning_content ?? null), at + ': reasoning_content', [st.reasoning, m.reasoning_content]);
+    const wholeCalls = (m.tool_calls ?? []).map((t) => ({ name: t.function.name, arguments: t.function.arguments }));
+    check(JSON.stringify(st.calls) === JSON.stringify(wholeCalls), at + ': tool_calls', [st.calls, wholeCalls]);
+    check(st.finish === whole.choices[0].finish_reason, at + ': finish_reason', [st.finish, whole.choices[0].finish_reason]);
+    check(st.usage.completion_tokens === whole.usage.completion_tokens &&
+      st.usage.completion_tokens_details.reasoning_tokens === whole.usage.completion_tokens_details.reasoning_tokens,
+      at + ': usage', [st.usage, whole.usage]);
+    // A required call is the whole answer: no content, and a cut call never shows up as markup there.
+    if (body.tool_choice === 'required') check(m.content === null, at + ': no content beside a required call', m);
+  }
+}
+const required = await client.chat.completions.create({ model: 'm', temperature: 0, max_tokens: 140,
+  messages: user('Weather in Oslo?'), tools, tool_choice: 'required' });
+check(required.choices[0].finish_reason === 'tool_calls' && required.choices[0].message.tool_calls.length >= 1,
+  'tool_choice required gives a call within max_tokens on the random model', required.choices[0]);
+
 // Completions API.
 const comp = await client.completions.create({ model: 'm', prompt: 'Once upon a time', max_tokens: 5, temperature: 0 });
 check(comp.object === 'text_completion' && typeof comp.choices[0].text === 'string' && comp.usage.completion_tokens <= 5,
@@ -153,9 +203,15 @@ async function expectError(fn, status, param, what) {
   }
   check(false, what + ': expected an error');
 }
-const e1 = await expectError(() => client.chat.completions.create({ model: 'nope', messages: user('x') }), 400,
+const e1 = await expectError(() => client.chat.completions.create({ model: 'nope', messages: user('x') }), 404,
   'model', 'unknown model');
-check(e1 instanceof OpenAI.BadRequestError, 'BadRequestError', e1.constructor.name);
+check(e1 instanceof OpenAI.NotFoundError && e1.code === 'model_not_found', 'NotFoundError model_not_found',
+  [e1.constructor.name, e1.code]);
+const e2 = await expectError(() => client.chat.completions.create({ model: 'm', messages: user('x'),
+  reasoning_effort: 'minimal' }), 400, 'reasoning_effort', 'an effort K3 does not have');
+const medium = await client.chat.completions.create({ model: 'm', messages: user('x'), max_tokens: 2,
+  reasoning_effort: 'medium' });
+check(medium.choices.length === 1, 'reasoning_effort medium (OpenAI default) is accepted', medium);
 await expectError(() => client.chat.completions.create({ model: 'm', messages: user('x'), n: 17 }), 400, 'n', 'n=17');
 const two = await client.chat.completions.create({ model: 'm', messages: user('x'), n: 2, max_tokens: 3, seed: 1 });
 check(two.choices.length === 2 && two.choices[0].index === 0 && two.choices[1].index === 1, 'n=2 choices', two);
