@@ -555,7 +555,7 @@ void HttpServer::routes() {
     r.set_content(host_.metrics().render(s ? &stats : nullptr, budget),
                   "text/plain; version=0.0.4; charset=utf-8");
   });
-  for (const char* path : {"/", "/index.html", "/app.js", "/style.css"}) {
+  for (const char* path : {"/", "/index.html", "/app.js", "/style.css", "/favicon.svg", "/favicon.ico"}) {
     svr_.Get(path, [](const httplib::Request& q, httplib::Response& r) {
       const WebAsset* a = find_web_asset(q.path);
       r.set_content(std::string(a->data), std::string(a->mime).c_str());
@@ -595,7 +595,7 @@ void HttpServer::routes() {
     svr_.Options(path, options("POST, OPTIONS"));
   }
   for (const char* path : {"/v1/models", R"(/v1/models/(.+))", "/health", "/metrics", "/", "/index.html", "/app.js",
-                           "/style.css"})
+                           "/style.css", "/favicon.svg", "/favicon.ico"})
     svr_.Options(path, options("GET, HEAD, OPTIONS"));
   for (const char* path : {"/v1/models", "/health", "/metrics", "/"}) {
     svr_.Post(path, wrong_method_with_body("GET"));

@@ -1,7 +1,8 @@
 // `k3 serve` driven from Node: the official `openai` npm client (js/openai_test.mjs: chat
 // non-stream and stream, reasoning split, usage, a tool-call round trip, completions, models,
 // images, and error statuses as APIError) and a headless Debian Chromium through playwright-core
-// (js/browser_test.mjs: the chat page streams a reply, two turns).  Needs node, the npm packages
+// (js/browser_test.mjs: the chat page streams a reply, two turns; the image button's label, the
+// favicon, and the API-key field on a server with and without --api-key).  Needs node, the npm packages
 // (scripts/install-test-deps.sh) and /usr/bin/chromium; without them the tests skip, or fail when
 // K3_REQUIRE_NODE_TESTS=1.
 #include <gtest/gtest.h>
@@ -63,6 +64,16 @@ TEST(ServerJs, ChatPageInHeadlessChromium) {
   ServerProcess s({"--model", plain_model_dir(), "--served-model-name", "m"});
   std::string out;
   const int rc = run_node("browser_test.mjs", s.base_url(), &out);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("browser: all checks passed"), std::string::npos) << out;
+}
+
+// The page asks for the key of a server started with --api-key, and sends it.
+TEST(ServerJs, ChatPageWithApiKeyInHeadlessChromium) {
+  REQUIRE_NODE(true);
+  ServerProcess s({"--model", plain_model_dir(), "--served-model-name", "m", "--api-key", "sesame"});
+  std::string out;
+  const int rc = run_node("browser_test.mjs", s.base_url() + " sesame", &out);
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("browser: all checks passed"), std::string::npos) << out;
 }

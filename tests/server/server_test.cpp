@@ -85,6 +85,14 @@ TEST(Server, HealthModelsMetricsAndPage) {
   auto js = cli.Get("/app.js");
   ASSERT_TRUE(js);
   EXPECT_NE(js->body.find("/v1/chat/completions"), std::string::npos);
+  EXPECT_NE(page->body.find(R"(<link rel="icon" href="/favicon.svg")"), std::string::npos);
+  for (const char* path : {"/favicon.ico", "/favicon.svg"}) {  // browsers ask for /favicon.ico
+    auto icon = cli.Get(path);
+    ASSERT_TRUE(icon) << path;
+    EXPECT_EQ(icon->status, 200) << path;
+    EXPECT_EQ(icon->get_header_value("Content-Type"), "image/svg+xml") << path;
+    EXPECT_EQ(icon->body.rfind("<svg ", 0), 0u) << path << ": " << icon->body;
+  }
 
   ASSERT_EQ(post(cli, "/v1/chat/completions", chat_body("hello", 4)).status, 200);
   const std::string metrics = cli.Get("/metrics")->body;
@@ -984,6 +992,7 @@ TEST(Server, ApiKey) {
   EXPECT_EQ(post(cli, "/v1/chat/completions", chat_body("hi", 2), right).status, 200);
   EXPECT_EQ(cli.Get("/health")->status, 200);  // health, metrics and the page stay open
   EXPECT_EQ(cli.Get("/")->status, 200);
+  EXPECT_EQ(cli.Get("/favicon.ico")->status, 200);
   EXPECT_NE(cli.Get("/metrics")->body.find("k3_requests_rejected_total{status=\"401\"} 4"), std::string::npos);
   EXPECT_EQ(s.stop(), 0) << "SIGTERM should end the server cleanly (exit 0; no sanitizer report)";
 }

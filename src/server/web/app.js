@@ -3,25 +3,42 @@
 'use strict';
 
 const $ = (id) => document.getElementById(id);
-const state = { model: null, messages: [], controller: null };
+// key: the API key the page sends (kept in localStorage); loads: numbers the /v1/models polls so
+// that only the latest one updates the page; retry: the timer of the next poll.
+const state = { model: null, messages: [], controller: null, key: '', loads: 0, retry: null };
 
 function headers() {
   const h = { 'Content-Type': 'application/json' };
-  const key = $('api-key').value.trim();
-  if (key) h['Authorization'] = 'Bearer ' + key;
+  if (state.key) h['Authorization'] = 'Bearer ' + state.key;
   return h;
 }
 
+// The server answered 401 (started with --api-key): shows the key field and waits for a key.
+function askForKey() {
+  state.model = null;
+  $('model').textContent = 'API key needed';
+  $('auth-status').textContent = state.key ? 'the server refused this key' : 'this server needs an API key';
+  $('auth').hidden = false;
+  $('api-key').focus();
+}
+
 async function loadModel() {
+  const load = ++state.loads;
+  clearTimeout(state.retry);
   try {
     const r = await fetch('/v1/models', { headers: headers() });
-    const j = await r.json();
-    if (!r.ok) throw new Error(j.error ? j.error.message : r.statusText);
+    const j = await r.json().catch(() => ({}));
+    if (load !== state.loads) return;
+    if (r.status === 401) return askForKey();  // no retry until a key is given
+    if (!r.ok) throw new Error(j.error ? j.error.message : r.status + ' ' + r.statusText);
     state.model = j.data[0].id;
     $('model').textContent = state.model + ' · context ' + j.data[0].context_length;
+    $('auth-status').textContent = '';
+    $('auth').hidden = !state.key;  // a keyless server needs no field
   } catch (e) {
+    if (load !== state.loads) return;
     $('model').textContent = 'not ready: ' + e.message;
-    setTimeout(loadModel, 1000);
+    state.retry = setTimeout(loadModel, 1000);
   }
 }
 
@@ -111,6 +128,7 @@ async function send(text, imageFile) {
       method: 'POST', headers: headers(), body: JSON.stringify(body), signal: state.controller.signal,
     });
     if (!r.ok) {
+      if (r.status === 401) askForKey();
       const j = await r.json().catch(() => ({}));
       throw new Error(j.error ? j.error.message : r.status + ' ' + r.statusText);
     }
@@ -151,6 +169,11 @@ async function send(text, imageFile) {
   }
 }
 
+function showImageName() {
+  const file = $('image').files[0];
+  $('image-name').textContent = file ? 'Image: ' + file.name : 'Attach image';
+}
+
 $('composer').addEventListener('submit', (e) => {
   e.preventDefault();
   const text = $('input').value.trim();
@@ -158,6 +181,7 @@ $('composer').addEventListener('submit', (e) => {
   if (!text || state.controller) return;
   $('input').value = '';
   $('image').value = '';
+  showImageName();
   send(text, file);
 });
 $('input').addEventListener('keydown', (e) => {
@@ -172,9 +196,17 @@ $('new-chat').addEventListener('click', () => {
   state.messages = [];
   $('log').innerHTML = '';
 });
-$('api-key').value = localStorage.getItem('k3-api-key') || '';
-$('api-key').addEventListener('change', () => {
-  localStorage.setItem('k3-api-key', $('api-key').value.trim());
+$('image').addEventListener('change', showImageName);
+$('auth').addEventListener('submit', (e) => {
+  e.preventDefault();
+  state.key = $('api-key').value.trim();
+  if (state.key) localStorage.setItem('k3-api-key', state.key);
+  else localStorage.removeItem('k3-api-key');
+  $('model').textContent = 'connecting…';
+  $('auth-status').textContent = '';
   loadModel();
 });
+state.key = localStorage.getItem('k3-api-key') || '';
+$('api-key').value = state.key;
+$('auth').hidden = !state.key;  // until the server asks for a key
 loadModel();
