@@ -79,7 +79,11 @@ Model::Model(ModelConfig config, std::unique_ptr<Checkpoint> ckpt, ModelWeights 
         budget = avail / 4 * 3;
       }
       store_ = std::make_unique<WeightStore>(*checkpoint_, weights_, config_.text, budget, options_.io_threads);
-      if (const char* env = std::getenv("K3_PREDICT_EXPERTS"); env && std::string(env) == "0") store_->set_predict(false);
+      // Next-layer guesses are opt-in (K3_PREDICT_EXPERTS=1): on a disk-bound decode each wrong guess
+      // is a read that the chosen experts then wait behind, and with routers whose guesses are
+      // mostly wrong that costs more than the overlap gains.
+      const char* env = std::getenv("K3_PREDICT_EXPERTS");
+      store_->set_predict(env != nullptr && std::string(env) == "1");
       break;
     }
     case Residency::kMapped: mapped_ = std::make_unique<MappedExperts>(weights_); break;

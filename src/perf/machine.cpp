@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -47,15 +49,22 @@ std::string cpu_model_name() {
 
 namespace {
 
+// The probe reads memory of the kind weights live in: anonymous, in 2 MiB pages where the
+// kernel gives them (as the weight store and the huge-page loader place weights), so that its
+// figure is the limit a decode reading weights meets, not that of 4 KiB pages.
 struct AlignedBuffer {
-  explicit AlignedBuffer(size_t floats) : n(floats) {
-    void* p = nullptr;
-    if (posix_memalign(&p, 64, floats * sizeof(float)) != 0) throw std::bad_alloc();
+  explicit AlignedBuffer(size_t floats) : n(floats), bytes(floats * sizeof(float)) {
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    ::madvise(p, bytes, MADV_HUGEPAGE);
     data = static_cast<float*>(p);
   }
-  ~AlignedBuffer() { std::free(data); }
+  ~AlignedBuffer() { ::munmap(data, bytes); }
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
   float* data;
   size_t n;
+  size_t bytes;
 };
 
 uint64_t default_bytes() { return std::max<uint64_t>(1ull << 30, 4 * last_level_cache_bytes()); }

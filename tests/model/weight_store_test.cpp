@@ -88,6 +88,7 @@ TEST_F(WeightStoreTest, LogitsAreByteIdenticalAtEveryBudget) {
       {"resident trunk, a third of the experts", big.trunk_bytes + big.expert_bytes_total / 3, true},
       {"everything", big.trunk_bytes + big.expert_bytes_total + slot, true},
   };
+  setenv("K3_PREDICT_EXPERTS", "1", 1);  // next-layer guesses are opt-in (k3_model.cpp)
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
     const auto m = load(dir_, Residency::kStreamed, c.budget);
