@@ -96,7 +96,8 @@ Checkpoint::Checkpoint(const std::string& dir, Residency residency, uint64_t aut
   }
   const uint64_t avail = available_memory_bytes();
   if (residency == Residency::kAuto) {
-    const uint64_t limit = auto_limit > 0 ? std::min(auto_limit, avail > 0 ? avail : auto_limit) : avail / 4 * 3;
+    uint64_t limit = avail / 4 * 3;
+    if (auto_limit > 0) limit = avail > 0 ? std::min(auto_limit, avail) : auto_limit;
     residency = limit > 0 && file_bytes <= limit ? Residency::kMemory : Residency::kStreamed;
   }
   else if (residency == Residency::kMemory && avail > 0 && file_bytes > avail)

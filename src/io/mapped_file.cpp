@@ -56,36 +56,29 @@ Residency default_residency() {
 }
 
 namespace {
-std::atomic<int64_t> g_budget{-1};  // -1: not set yet (read K3_WEIGHT_BUDGET on first use)
-}  // namespace
 
-void set_default_weight_budget(uint64_t bytes) { g_budget = static_cast<int64_t>(bytes); }
-
-uint64_t default_weight_budget() {
-  int64_t v = g_budget.load();
+// A process-wide byte budget: set by its option, else read from `variable` on first use (-1: not
+// read yet; 0: none).
+uint64_t byte_budget(std::atomic<int64_t>& slot, const char* variable) {
+  int64_t v = slot.load();
   if (v < 0) {
-    const char* env = std::getenv("K3_WEIGHT_BUDGET");
+    const char* env = std::getenv(variable);
     v = env && *env ? static_cast<int64_t>(parse_byte_size(env)) : 0;
-    g_budget = v;
+    slot = v;
   }
   return static_cast<uint64_t>(v);
 }
 
-namespace {
-std::atomic<int64_t> g_memory_budget{-1};  // -1: not set yet (read K3_MEMORY_BUDGET on first use)
+std::atomic<int64_t> g_weight_budget{-1};
+std::atomic<int64_t> g_memory_budget{-1};
+
 }  // namespace
+
+void set_default_weight_budget(uint64_t bytes) { g_weight_budget = static_cast<int64_t>(bytes); }
+uint64_t default_weight_budget() { return byte_budget(g_weight_budget, "K3_WEIGHT_BUDGET"); }
 
 void set_default_memory_budget(uint64_t bytes) { g_memory_budget = static_cast<int64_t>(bytes); }
-
-uint64_t default_memory_budget() {
-  int64_t v = g_memory_budget.load();
-  if (v < 0) {
-    const char* env = std::getenv("K3_MEMORY_BUDGET");
-    v = env && *env ? static_cast<int64_t>(parse_byte_size(env)) : 0;
-    g_memory_budget = v;
-  }
-  return static_cast<uint64_t>(v);
-}
+uint64_t default_memory_budget() { return byte_budget(g_memory_budget, "K3_MEMORY_BUDGET"); }
 
 uint64_t parse_byte_size(const std::string& text) {
   auto bad = [&](const char* why) -> uint64_t {

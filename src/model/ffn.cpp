@@ -36,23 +36,39 @@ void mlp_forward(const MlpWeights& w, const TextConfig& c, const float* x, int64
   linear(w.down, g.data(), n, y);
 }
 
-std::vector<int32_t> guess_experts(const MoeWeights& w, const TextConfig& c, const float* x, int64_t n) {
+namespace {
+
+// Each token's top_k experts and their weights (sel, weight: n * top_k).  Routing decisions are
+// discrete: always exact fp32, whatever the precision setting.
+void route(const MoeWeights& w, const TextConfig& c, const float* x, int64_t n, int32_t* sel, float* weight) {
   const int E = c.num_experts, K = c.top_k;
-  std::vector<float> logits(n * E), weight(K);
+  std::vector<float> logits(n * E);
   {
     const LinearPrecisionScope exact(Precision::kF32);
     linear(w.router, x, n, logits.data());
   }
-  std::vector<int32_t> sel(K), out;
-  std::vector<bool> used(E, false);
-  for (int64_t t = 0; t < n; ++t) {
-    route_topk(&logits[t * E], w.router_bias.data(), E, K, c.renormalize, c.routed_scaling_factor, sel.data(),
-               weight.data());
-    for (int32_t e : sel) used[e] = true;
-  }
-  for (int e = 0; e < E; ++e)
+  for (int64_t t = 0; t < n; ++t)
+    route_topk(&logits[t * E], w.router_bias.data(), E, K, c.renormalize, c.routed_scaling_factor, &sel[t * K],
+               &weight[t * K]);
+}
+
+// The experts any token chose, in index order.
+std::vector<int32_t> distinct_experts(std::span<const int32_t> sel, int num_experts) {
+  std::vector<bool> used(num_experts, false);
+  for (int32_t e : sel) used[e] = true;
+  std::vector<int32_t> out;
+  for (int e = 0; e < num_experts; ++e)
     if (used[e]) out.push_back(e);
   return out;
+}
+
+}  // namespace
+
+std::vector<int32_t> guess_experts(const MoeWeights& w, const TextConfig& c, const float* x, int64_t n) {
+  std::vector<int32_t> sel(n * c.top_k);
+  std::vector<float> weight(n * c.top_k);
+  route(w, c, x, n, sel.data(), weight.data());
+  return distinct_experts(sel, c.num_experts);
 }
 
 void moe_forward(const MoeWeights& w, const TextConfig& c, const float* x, int64_t n, float* y,
@@ -64,25 +80,12 @@ void moe_forward(const MoeWeights& w, const TextConfig& c, const float* x, int64
   std::vector<float> weight(n * K);
   {
     ScopedPhase phase(Phase::kRouter);
-    std::vector<float> logits(n * E);
-    {  // routing decisions are discrete: always exact fp32, whatever the precision setting
-      const LinearPrecisionScope exact(Precision::kF32);
-      linear(w.router, x, n, logits.data());
-    }
-    for (int64_t t = 0; t < n; ++t)
-      route_topk(&logits[t * E], w.router_bias.data(), E, K, c.renormalize, c.routed_scaling_factor, &sel[t * K],
-                 &weight[t * K]);
+    route(w, c, x, n, sel.data(), weight.data());
   }
   if (routes != nullptr) *routes = sel;
 
   // The chosen experts, in index order; a streamed source starts reading them now.
-  std::vector<int32_t> chosen;
-  {
-    std::vector<bool> used(E, false);
-    for (int32_t e : sel) used[e] = true;
-    for (int e = 0; e < E; ++e)
-      if (used[e]) chosen.push_back(e);
-  }
+  const std::vector<int32_t> chosen = distinct_experts(sel, E);
   if (source != nullptr) {
     source->prefetch(layer, chosen);
     if (guess_layer >= 0 && !guess.empty()) source->predict(guess_layer, guess);

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <mutex>
 #include <string>
 
@@ -79,11 +78,6 @@ Model::Model(ModelConfig config, std::unique_ptr<Checkpoint> ckpt, ModelWeights 
         budget = avail / 4 * 3;
       }
       store_ = std::make_unique<WeightStore>(*checkpoint_, weights_, config_.text, budget, options_.io_threads);
-      // Next-layer guesses are opt-in (K3_PREDICT_EXPERTS=1): on a disk-bound decode each wrong guess
-      // is a read that the chosen experts then wait behind, and with routers whose guesses are
-      // mostly wrong that costs more than the overlap gains.
-      const char* env = std::getenv("K3_PREDICT_EXPERTS");
-      store_->set_predict(env != nullptr && std::string(env) == "1");
       break;
     }
     case Residency::kMapped: mapped_ = std::make_unique<MappedExperts>(weights_); break;
@@ -94,8 +88,7 @@ Model::Model(ModelConfig config, std::unique_ptr<Checkpoint> ckpt, ModelWeights 
     // memory, or (mapped: the page cache's, not k3's) their part.
     uint64_t held = split.weights;
     if (store_) {
-      const WeightStoreStats st = store_->stats();
-      held = st.trunk_resident_bytes + st.ring_bytes + static_cast<uint64_t>(st.expert_slots) * st.expert_slot_bytes;
+      held = store_->stats().held_bytes();
     } else if (checkpoint_->residency() == Residency::kMemory) {
       held = checkpoint_->total_bytes();
     }

@@ -223,6 +223,11 @@ WeightStore::WeightStore(const Checkpoint& ckpt, const ModelWeights& weights, co
   const int64_t slots = stats_.expert_slots;
   // K3_IO=pread|uring overrides the reader's default backend (io/extent_reader.h).
   reader_ = std::make_unique<ExtentReader>(paths, io_threads, ExtentReader::backend_named(std::getenv("K3_IO")));
+  // Next-layer guesses are opt-in (K3_PREDICT_EXPERTS=1): on a disk-bound decode each wrong guess
+  // is a read that the chosen experts then wait behind, and where most guesses are wrong that
+  // costs more than the overlap gains.
+  const char* predict = std::getenv("K3_PREDICT_EXPERTS");
+  predict_enabled_ = predict != nullptr && std::string(predict) == "1";
   stats_.direct_io = reader_->direct();
   stats_.io_threads = io_threads > 0 ? io_threads : 4;
   slot_mem_bytes_ = static_cast<uint64_t>(slots) * stats_.expert_slot_bytes;

@@ -96,6 +96,11 @@ struct WeightStoreStats {
   uint64_t expert_predicted = 0;  // reads started by a next-layer guess (counted in expert_bytes_read)
   uint64_t expert_predicted_used = 0;  // of those, experts the layer then chose
   double io_wait_seconds = 0;     // forward time spent waiting for reads
+
+  // The memory the store holds for weights: resident trunk, ring and expert slots.
+  uint64_t held_bytes() const {
+    return trunk_resident_bytes + ring_bytes + static_cast<uint64_t>(expert_slots) * expert_slot_bytes;
+  }
 };
 
 class WeightStore final : public ExpertSource {
@@ -228,7 +233,7 @@ class WeightStore final : public ExpertSource {
   uint64_t tick_ = 0;
   uint64_t bytes_read_base_ = 0;
   int max_held_ = 1;
-  bool predict_enabled_ = true;
+  bool predict_enabled_ = false;  // K3_PREDICT_EXPERTS=1 (the constructor)
   std::mutex forward_mu_;
 };
 

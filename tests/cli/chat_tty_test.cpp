@@ -62,6 +62,14 @@ class Pane {
     }
     return false;
   }
+  // Polls until the last line is the chat's prompt.
+  bool wait_for_prompt(double seconds) {
+    return wait_for([](const std::string& s) { return last_line(s) == ">"; }, seconds);
+  }
+  // Polls until the command has ended; true when it exited with status 0.
+  bool exits_cleanly(double seconds) {
+    return wait_for_text("k3 exited", seconds) && screen().find("\nk3 exited with 0\n") != std::string::npos;
+  }
   bool wait_for_text(const std::string& text, double seconds, int times = 1) {
     return wait_for([&](const std::string& s) { return count(s, text) >= times; }, seconds);
   }
@@ -137,7 +145,7 @@ TEST(ChatTty, CtrlCStopsTheReplyAndKeepsTheSession) {
       << pane.screen();
   pane.keys("C-c");
   ASSERT_TRUE(pane.wait_for_text("(stopped; the conversation is as it was before this message)", 30)) << pane.screen();
-  ASSERT_TRUE(pane.wait_for([](const std::string& s) { return Pane::last_line(s) == ">"; }, 10)) << pane.screen();
+  ASSERT_TRUE(pane.wait_for_prompt(10)) << pane.screen();
   EXPECT_EQ(pane.screen().find("k3 exited"), std::string::npos) << pane.screen();
 
   // History: Up brings back the last line entered.
@@ -147,24 +155,22 @@ TEST(ChatTty, CtrlCStopsTheReplyAndKeepsTheSession) {
   ASSERT_TRUE(pane.wait_for_text("(conversation cleared)", 10, 2)) << pane.screen();
 
   // Ctrl-C at the prompt leaves, on a line of its own, with status 0.
-  ASSERT_TRUE(pane.wait_for([](const std::string& s) { return Pane::last_line(s) == ">"; }, 10)) << pane.screen();
+  ASSERT_TRUE(pane.wait_for_prompt(10)) << pane.screen();
   pane.keys("C-c");
-  ASSERT_TRUE(pane.wait_for_text("k3 exited", 10)) << pane.screen();
-  EXPECT_NE(pane.screen().find("\nk3 exited with 0\n"), std::string::npos) << pane.screen();
+  EXPECT_TRUE(pane.exits_cleanly(10)) << pane.screen();
 }
 
 TEST(ChatTty, LineEditingAndCtrlDAtThePrompt) {
   SKIP_WITHOUT_TMUX();
   TempDir home;
   Pane pane(chat_command(home));
-  ASSERT_TRUE(pane.wait_for([](const std::string& s) { return Pane::last_line(s) == ">"; }, 60)) << pane.screen();
+  ASSERT_TRUE(pane.wait_for_prompt(60)) << pane.screen();
   // "help", then Ctrl-A (start of line) and "/": the command /help (the banner says it once).
   pane.keys("help C-a / Enter");
   ASSERT_TRUE(pane.wait_for_text("commands: /image PATH", 10, 2)) << pane.screen();
-  ASSERT_TRUE(pane.wait_for([](const std::string& s) { return Pane::last_line(s) == ">"; }, 10)) << pane.screen();
+  ASSERT_TRUE(pane.wait_for_prompt(10)) << pane.screen();
   pane.keys("C-d");
-  ASSERT_TRUE(pane.wait_for_text("k3 exited", 10)) << pane.screen();
-  EXPECT_NE(pane.screen().find("\nk3 exited with 0\n"), std::string::npos) << pane.screen();
+  EXPECT_TRUE(pane.exits_cleanly(10)) << pane.screen();
 }
 
 }  // namespace

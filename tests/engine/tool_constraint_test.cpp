@@ -295,9 +295,11 @@ TEST_F(ToolConstraintTest, EveryBudgetEndsWithACallOrACutWithoutMarkup) {
         if (thinking && first_whole < 0) first_whole = budget;
         EXPECT_FALSE(m.degraded) << tok_->decode(ids);
         ASSERT_FALSE(m.tool_calls.empty()) << tok_->decode(ids);
-        for (const ParsedToolCall& call : m.tool_calls)
-          if (call.name == "get_weather")
+        for (const ParsedToolCall& call : m.tool_calls) {
+          if (call.name == "get_weather") {
             EXPECT_TRUE(testing::satisfies(json::parse(call.arguments), kWeather, kWeather)) << call.arguments;
+          }
+        }
       }
     }
   }
