@@ -67,8 +67,8 @@ void check_filter(const std::string& filter) {
 }
 
 // The model figures prefill `prompt` tokens, then decode `decode` more after them in the same
-// sequence: both must fit the model's context, checked before minutes of measurements (a prefill
-// that fills the context used to run to the end and fail on the first decode step).
+// sequence: both must fit the model's context, checked before minutes of measurements (else a
+// prefill that fills the context would run to its end and fail on the first decode step).
 void check_model_context(const std::string& dir, int prompt, int decode, bool quick) {
   const int64_t ctx = load_model_config(dir).text.max_position_embeddings;
   if (static_cast<int64_t>(prompt) + decode <= ctx) return;

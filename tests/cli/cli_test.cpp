@@ -475,8 +475,8 @@ TEST(Cli, InspectCountsTheVisionTower) {
 }
 
 // `bench --help` says what the default model costs; a prompt plus decode steps beyond the
-// model's context is refused before anything is measured (it used to prefill, then fail on the
-// first decode step with no figure at all).
+// model's context is refused before anything is measured, not after a prefill that leaves no room
+// for the first decode step.
 TEST(Cli, BenchChecksTheContextBeforeMeasuring) {
   const auto help = run_k3("bench --help");
   ASSERT_EQ(help.exit_code, 0) << help.err;
