@@ -107,9 +107,13 @@ BudgetPlan plan_budget(const WeightStoreStats& layout, const ModelFigures& m, co
     }
     const double req = p.expert_requests_per_token;
     const Pass experts = pass(req * e, 2 * req * expert_params, mem, hw.mxfp4_gemv_eff, peak);
-    p.decode.disk += p.expert_misses_per_token * e / disk;
-    p.decode.memory += experts.memory;
-    p.decode.compute += experts.compute;
+    const double expert_read = p.expert_misses_per_token * e / disk;
+    if (expert_read > experts.total()) {
+      p.decode.disk += expert_read;
+    } else {
+      p.decode.memory += experts.memory;
+      p.decode.compute += experts.compute;
+    }
   }
   p.decode_seconds = p.decode.total();
   p.decode_tokens_per_second = p.decode_seconds > 0 ? 1.0 / p.decode_seconds : 0.0;
@@ -127,10 +131,14 @@ BudgetPlan plan_budget(const WeightStoreStats& layout, const ModelFigures& m, co
     if (N == 0) return;
     const double distinct = E > 0 ? E * (1.0 - std::pow(1.0 - k / E, c)) : 0.0;  // per MoE layer
     const double touched = L * distinct;
-    p.prefill.disk += touched * miss * e / disk;
+    const double expert_read = touched * miss * e / disk;
     const Pass experts = pass(touched * e, 2 * k * L * expert_params * c, mem, hw.mxfp4_gemv_eff, prefill_peak);
-    p.prefill.memory += experts.memory;
-    p.prefill.compute += experts.compute;
+    if (expert_read > experts.total()) {
+      p.prefill.disk += expert_read;
+    } else {
+      p.prefill.memory += experts.memory;
+      p.prefill.compute += experts.compute;
+    }
   };
   for (int done = 0; done < o.prompt_tokens; done += o.chunk_tokens)
     add_chunk(std::min(o.chunk_tokens, o.prompt_tokens - done));

@@ -20,13 +20,15 @@
 //              = max(S / disk, gemv(T, trunk params, bf16 eff))       S streamed bytes (the units
 //                                                                      not kept resident): reads of
 //                                                                      the next layers overlap compute
-//      experts = (1 - h) k L e / disk + gemv(k L e, k L expert params, mxfp4 eff)
-//                (a layer's misses are read after its router has run: on the critical path)
+//      experts = max((1 - h) k L e / disk, gemv(k L e, k L expert params, mxfp4 eff))
+//                (a layer's misses are read after its router has run, on the critical path, and
+//                its experts are computed in groups as their bytes land: the products of the
+//                groups already read hide under the reads still in flight, and the other way round)
 //      time    = trunk + experts;  tokens/s = 1 / time.
 //    Where the time goes: a term bounded by the disk counts as disk; a GEMV's B / mem counts as
 //    memory and the rest of its time (what its efficiency or the FLOP rate adds) as compute.  A
-//    streamed trunk whose read takes longer than its GEMVs counts wholly as disk (the GEMVs hide
-//    under the read), else wholly as its GEMVs.
+//    streamed trunk, or a layer's expert misses, whose read takes longer than the GEMVs counts
+//    wholly as disk (the GEMVs hide under the read), else wholly as its GEMVs.
 //    Left out (small next to the weights at short contexts): attention over the context, the
 //    KDA state update (~2 x 443 MiB of fp32 state per token at K3 width), the router, the
 //    embedding row, thread synchronisation.
@@ -36,7 +38,7 @@
 //    layer, of which (1 - h) come from disk; its arithmetic, 2 x active params x c FLOP, runs at
 //    prefill_eff (0.6) of fp32_peak:
 //      trunk   = max(S / disk, T / (mem x bf16 eff), 2 trunk params c / (peak x prefill_eff))
-//      experts = (1 - h) L D e / disk + max(L D e / (mem x mxfp4 eff), 2 k L expert params c / (peak x prefill_eff))
+//      experts = max((1 - h) L D e / disk, L D e / (mem x mxfp4 eff), 2 k L expert params c / (peak x prefill_eff))
 //    tokens/s = P / (sum over the chunks).
 //
 //  Peak RSS = the budget in use + overhead, where

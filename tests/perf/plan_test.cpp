@@ -90,6 +90,18 @@ TEST(Plan, ExpertBoundTokensPerSecondFollowTheDisk) {
   EXPECT_NEAR(slow.decode.disk, 2 * fast.decode.disk, 1e-12);
 }
 
+TEST(Plan, ExpertReadsAndTheirProductsOverlap) {
+  // 30 of 32 expert reads per token miss.  Slow disk: the reads bound the experts and their
+  // GEMVs hide under them; fast disk: the GEMVs bound them and the reads hide.
+  const WeightStoreStats s = layout(true, 16);
+  const BudgetPlan slow = plan_budget(s, model(), machine(1.0));
+  const double trunk = 400.0 * kMiB / (20e9 * 0.9);
+  EXPECT_NEAR(slow.decode_seconds, trunk + 30.0 * kMiB / 1e9, 1e-12);
+  const BudgetPlan fast = plan_budget(s, model(), machine(1000.0));
+  EXPECT_EQ(fast.decode.disk, 0.0);
+  EXPECT_NEAR(fast.decode_seconds, plan_budget(layout(true, 256), model(), machine(1000.0)).decode_seconds, 1e-15);
+}
+
 TEST(Plan, StreamedTrunkTakesTheLongerOfItsReadAndItsProducts) {
   // Slow disk: the trunk's read bounds it; fast disk: its GEMVs do (the read hides under them).
   const WeightStoreStats s = layout(false, 256);
