@@ -14,6 +14,7 @@
 #include "kernels/batch_pieces.h"
 #include "kernels/linear_amx.h"
 #include "kernels/mxfp4.h"
+#include "kernels/simd/dispatch.h"
 #include "kernels/small_gemm.h"
 
 namespace k3 {
@@ -43,11 +44,11 @@ Precision parse_precision(const std::string& name) {
 
 bool bf16_dot_available() { return active_isa() >= Isa::kAvx512 && cpu_features().avx512_bf16; }
 
-namespace ref {
+namespace portable {
 void round_to_bf16(const float* x, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(f32_to_bf16(x[i]));
 }
-}  // namespace ref
+}  // namespace portable
 
 void mxfp4_shuffle_activations(const float* x, int64_t cols, float* xs) {
   for (int64_t g = 0; g < cols; g += 32)
@@ -108,12 +109,7 @@ void rows_on(Isa isa, const Matrix& w, const PreparedX& x, int64_t n, float* y, 
     avx512::linear_rows_gemm(w, x.x, x.stride, n, y, r0, r1);
     return;
   }
-  switch (isa) {
-    case Isa::kAmx:
-    case Isa::kAvx512: avx512::linear_rows(w, x.x, n, y, r0, r1); return;
-    case Isa::kAvx2: avx2::linear_rows(w, x.x, n, y, r0, r1); return;
-    case Isa::kRef: ref::linear_rows(w, x.x, n, y, r0, r1); return;
-  }
+  K3_ISA_DISPATCH(isa, linear_rows(w, x.x, n, y, r0, r1));
 }
 
 // The vector kernels read MXFP4 activations in the shuffled order, and the AVX-512 GEMM reads
@@ -155,7 +151,7 @@ void prepare_bf16(Isa isa, const Matrix& w, const float* x, int64_t n, Bf16Activ
   const bool mx = w.format == WeightFormat::kMxfp4;
   if (!bf16_dot_available()) {
     a.widened.resize(static_cast<size_t>(n * w.cols));
-    ref::round_to_bf16(x, n * w.cols, a.widened.data());
+    portable::round_to_bf16(x, n * w.cols, a.widened.data());
     a.fp32 = prepare(isa, w, a.widened.data(), n, a.shuffled);
     return;
   }
@@ -363,12 +359,12 @@ void linear_transposed(const Matrix& w, const float* x, int64_t n, float* y) {
     case WeightFormat::kF32: gemm_nn(x, static_cast<const float*>(w.data), y, n, w.rows, w.cols, false); return;
     case WeightFormat::kBF16: gemm_nn(x, static_cast<const uint16_t*>(w.data), y, n, w.rows, w.cols, false); return;
     case WeightFormat::kMxfp4:
-      for (int64_t t = 0; t < n; ++t) ref::linear_transposed(w, x + t * w.rows, y + t * w.cols);
+      for (int64_t t = 0; t < n; ++t) portable::linear_transposed(w, x + t * w.rows, y + t * w.cols);
       return;
   }
 }
 
-namespace ref {
+namespace portable {
 
 void dequant_row(const Matrix& w, int64_t r, float* out) {
   switch (w.format) {
@@ -412,5 +408,5 @@ void linear_transposed(const Matrix& w, const float* x, float* y) {
   }
 }
 
-}  // namespace ref
+}  // namespace portable
 }  // namespace k3

@@ -71,15 +71,16 @@ void linear_rows(const Matrix& w, const float* x, int64_t n, float* y, int64_t r
 // y[t, c] = sum_r W[r, c] * x[t, r] for t < n  (the transposed product; absorbs MLA's kv_b into q).
 void linear_transposed(const Matrix& w, const float* x, int64_t n, float* y);
 
-// Plain, obviously-correct versions the tests compare against.
-namespace ref {
+// Plain, obviously-correct loops: the baseline-ISA level (Isa::kRef), what the tests compare
+// against, and the helpers every level shares.
+namespace portable {
 void linear_rows(const Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1);
 void linear_transposed(const Matrix& w, const float* x, float* y);
 // Widens / decodes row r into out[cols].
 void dequant_row(const Matrix& w, int64_t r, float* out);
 // out[i] = x[i] rounded to bf16 (nearest even) and widened back.
 void round_to_bf16(const float* x, int64_t n, float* out);
-}  // namespace ref
+}  // namespace portable
 
 namespace avx2 {
 // Any weights (MXFP4: x in the order of mxfp4_shuffle_activations_pairs, to linear_rows_mxfp4).

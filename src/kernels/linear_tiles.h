@@ -1,6 +1,5 @@
-// The dense linear kernels shared by the AVX2 and AVX-512 builds (included only by
-// linear_avx2.cpp / linear_avx512.cpp / linear_mxfp4_avx2.cpp, each compiled for its instruction
-// set with its own `Traits`):
+// The dense linear kernels over a vector type (kernels/simd/avx2.h, avx512.h), included by
+// linear_isa.cpp and linear_mxfp4_avx2.cpp inside their instruction-set region:
 //
 //   decode and few tokens (bandwidth-bound): R rows x every token per tile, each row streamed
 //     from memory once, the R rows from R long streams (stream_tile, row_streams.h);
@@ -31,9 +30,7 @@ struct Linear {
   using V = typename Tr::V;
   static constexpr int L = Tr::kLanes;
   // Dense: whole rows per tile call (a tile's accumulators stay in registers) and 96-token
-  // blocks whose token tiles each serve a block of 4 row tiles while those rows stay in cache
-  // (Zen 4, AVX2, 2 threads, 12288 x 7168 x 240 bf16, in-process: ~127 -> ~150 GFLOP/s against
-  // 1024-column chunks with 24-token blocks).
+  // blocks whose token tiles each serve a block of 4 row tiles while those rows stay in cache.
   static constexpr int64_t kDenseTB = 96, kDenseRB = 4 * Tr::kDenseRows, kWholeRows = int64_t{1} << 40;
 
   // ---- dense (f32 / bf16 weights) ----

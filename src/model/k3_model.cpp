@@ -212,7 +212,7 @@ void Model::forward(std::span<const SequenceInput> batch, std::vector<float>* lo
     int64_t r = 0;
     for (const SequenceInput& in : batch) {
       const int64_t row0 = r;
-      for (int32_t tok : in.tokens) ref::dequant_row(weights_.embed, tok, &embedding[r++ * d]);
+      for (int32_t tok : in.tokens) portable::dequant_row(weights_.embed, tok, &embedding[r++ * d]);
       for (const EmbeddingOverride& e : in.embeddings)
         std::copy(e.values, e.values + d, &embedding[(row0 + e.index) * d]);
     }

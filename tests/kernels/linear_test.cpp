@@ -60,7 +60,7 @@ std::vector<double> exact_product(const Matrix& m, const std::vector<float>& x, 
   std::vector<double> y(n * m.rows);
   std::vector<float> row(m.cols);
   for (int64_t r = 0; r < m.rows; ++r) {
-    ref::dequant_row(m, r, row.data());
+    portable::dequant_row(m, r, row.data());
     for (int64_t t = 0; t < n; ++t) {
       double acc = 0;
       for (int64_t c = 0; c < m.cols; ++c) acc += static_cast<double>(row[c]) * x[t * m.cols + c];
@@ -197,7 +197,7 @@ TEST(LinearMxfp4, ExtremeScales) {
     for (size_t i = 0; i < x.size(); ++i) xa[i] = std::fabs(x[i]);
     std::vector<double> mag(n * rows);
     for (int64_t r = 0; r < rows; ++r) {
-      ref::dequant_row(m, r, row.data());
+      portable::dequant_row(m, r, row.data());
       for (int64_t t = 0; t < n; ++t)
         for (int64_t c = 0; c < cols; ++c) mag[t * rows + r] += std::fabs(static_cast<double>(row[c])) * xa[t * cols + c];
     }
@@ -227,7 +227,7 @@ TEST(LinearMxfp4, ExtremeScales) {
 void expect_rounded_product(const TestMatrix& t, const std::vector<float>& x, int64_t n, Precision p) {
   const int64_t R = t.m.rows, C = t.m.cols;
   std::vector<float> xr(n * C);
-  ref::round_to_bf16(x.data(), n * C, xr.data());
+  portable::round_to_bf16(x.data(), n * C, xr.data());
   const std::vector<double> want = exact_product(t.m, xr, n);
   for_each_isa([&](Isa) {
     LinearPrecisionScope bf16(p);
@@ -366,7 +366,7 @@ TEST(LinearBf16, LargeBatchesMatchTheExactProduct) {
     double ref_err = 0;
     {
       std::vector<float> y(n * R);
-      ref::linear_rows(t.m, x.data(), n, y.data(), 0, R);
+      portable::linear_rows(t.m, x.data(), n, y.data(), 0, R);
       for (size_t i = 0; i < y.size(); ++i) ref_err = std::max(ref_err, std::fabs(y[i] - want[i]));
     }
     for_each_isa([&](Isa) {
@@ -518,7 +518,7 @@ TEST(LinearTransposed, MatchesPlainSum) {
           for (int c = 0; c < 64; ++c) {
             double acc = 0;
             for (int r = 0; r < 19; ++r) {
-              ref::dequant_row(t.m, r, row.data());
+              portable::dequant_row(t.m, r, row.data());
               acc += static_cast<double>(row[c]) * x[tok * 19 + r];
             }
             EXPECT_NEAR(y[tok * 64 + c], acc, 1e-5);
@@ -534,8 +534,8 @@ TEST(Matrix, RowSliceAndBytes) {
   EXPECT_EQ(t.m.bytes(), 8u * 32 + 8u * 2);
   Matrix s = t.m.row_slice(3, 2);
   std::vector<float> a(64), b(64);
-  ref::dequant_row(t.m, 4, a.data());
-  ref::dequant_row(s, 1, b.data());
+  portable::dequant_row(t.m, 4, a.data());
+  portable::dequant_row(s, 1, b.data());
   EXPECT_EQ(a, b);
 }
 
