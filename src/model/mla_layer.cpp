@@ -26,7 +26,7 @@ void attend_absorbed(const MlaWeights& w, const Dims& m, const Elem* cache, cons
                      float scale, float* o) {
   std::vector<float> qfull(len * m.H * m.width), olat(len * m.H * m.lora);
   global_pool().run(m.H, [&](int64_t h, int) {
-    std::vector<float> qn(len * m.nope), ql(len * m.lora), ov(len * m.vdim), ol(len * m.lora);
+    std::vector<float> qn(len * m.nope), ql(len * m.lora);
     for (int64_t i = 0; i < len; ++i)
       std::copy_n(q + i * m.H * m.qk + h * m.qk, m.nope, &qn[i * m.nope]);
     linear_transposed(w.kv_b.row_slice(h * m.kvb, m.nope), qn.data(), len, ql.data());
