@@ -1,7 +1,6 @@
 #include "kernels/linear.h"
 
 #include <algorithm>
-#include <atomic>
 #include <deque>
 #include <string>
 #include <vector>
@@ -18,13 +17,6 @@
 #include "kernels/small_gemm.h"
 
 namespace k3 {
-
-namespace {
-std::atomic<int> g_precision{static_cast<int>(Precision::kF32)};
-}
-
-void set_linear_precision(Precision p) { g_precision.store(static_cast<int>(p), std::memory_order_relaxed); }
-Precision linear_precision() { return static_cast<Precision>(g_precision.load(std::memory_order_relaxed)); }
 
 const char* precision_name(Precision p) {
   switch (p) {
@@ -167,8 +159,7 @@ void prepare_bf16(Isa isa, const Matrix& w, const float* x, int64_t n, Bf16Activ
   a.bf16 = p;
 }
 
-bool use_bf16(const Matrix& w) {
-  const Precision p = linear_precision();
+bool use_bf16(const Matrix& w, Precision p) {
   if (w.format == WeightFormat::kBF16) return p != Precision::kF32;
   return w.format == WeightFormat::kMxfp4 && p == Precision::kBf16All;
 }
@@ -188,12 +179,13 @@ void rows_prepared(Isa isa, const Matrix& w, const PreparedX& xp, const Bf16Acti
 
 // bf16 weights on the AMX tiles: every n, so batch invariance holds at that level too.
 bool use_amx(Isa isa, const Matrix& w) { return isa == Isa::kAmx && w.format == WeightFormat::kBF16; }
-int amx_pieces() { return linear_precision() == Precision::kF32 ? 3 : 1; }
+int amx_pieces(Precision p) { return p == Precision::kF32 ? 3 : 1; }
 
 // The tiles' B operand for x; with `parallel`, large batches are packed on the pool (not from
 // linear_rows, which may itself run inside a pool task).
-void amx_pack(const Matrix& w, const float* x, int64_t n, bool parallel, amx::PackedActivations& p) {
-  amx::pack_init(n, w.cols, amx_pieces(), p);
+void amx_pack(const Matrix& w, const float* x, int64_t n, bool parallel, Precision precision,
+              amx::PackedActivations& p) {
+  amx::pack_init(n, w.cols, amx_pieces(precision), p);
   ThreadPool& pool = global_pool();
   if (parallel && n >= 16 && pool.size() > 1)
     pool.parallel_for(n, 1, [&](int64_t b, int64_t e, int) { amx::pack_tokens(x, b, e, p); });
@@ -203,18 +195,18 @@ void amx_pack(const Matrix& w, const float* x, int64_t n, bool parallel, amx::Pa
 
 }  // namespace
 
-void linear_rows(const Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1) {
+void linear_rows(const Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1, Precision precision) {
   if (n <= 0 || r1 <= r0) return;
   const Isa isa = active_isa();
   if (use_amx(isa, w)) {
     amx::PackedActivations p;
-    amx_pack(w, x, n, false, p);
+    amx_pack(w, x, n, false, precision, p);
     amx::linear_rows(w, p, y, r0, r1);
     return;
   }
   AlignedVector<float> buf;
   Bf16Activations a;
-  const bool bf = use_bf16(w);
+  const bool bf = use_bf16(w, precision);
   if (bf) prepare_bf16(isa, w, x, n, a);
   rows_prepared(isa, w, bf ? PreparedX{} : prepare(isa, w, x, n, buf), bf ? &a : nullptr, n, y, r0, r1);
 }
@@ -299,15 +291,15 @@ void linear_batch(std::span<const LinearJob> jobs) {
     total += static_cast<double>(w.rows) * static_cast<double>(w.cols) * static_cast<double>(job.n);
     for (size_t k = 0; k < j && prep[j] == nullptr; ++k)
       if (prep[k] != nullptr && jobs[k].x == job.x && jobs[k].n == job.n && jobs[k].w->cols == w.cols &&
-          jobs[k].w->format == w.format)
+          jobs[k].w->format == w.format && jobs[k].precision == job.precision)
         prep[j] = prep[k];
     if (prep[j] != nullptr) continue;
     Prepared& p = scratch.next();
     p.amx = use_amx(isa, w);
     if (p.amx) {
-      amx_pack(w, job.x, job.n, true, p.packed);
+      amx_pack(w, job.x, job.n, true, job.precision, p.packed);
     } else {
-      p.bf = use_bf16(w);
+      p.bf = use_bf16(w, job.precision);
       if (p.bf)
         prepare_bf16(isa, w, job.x, job.n, p.a);
       else
@@ -344,13 +336,14 @@ void linear_batch(std::span<const LinearJob> jobs) {
   pool.run(static_cast<int64_t>(pieces.size()), run);
 }
 
-void linear(const Matrix& w, const float* x, int64_t n, float* y) {
-  const LinearJob job{&w, x, n, y};
+void linear(const Matrix& w, const float* x, int64_t n, float* y, Precision precision) {
+  const LinearJob job{&w, x, n, y, precision};
   linear_batch({&job, 1});
 }
 
-void linear_pair(const Matrix& a, const Matrix& b, const float* x, int64_t n, float* ya, float* yb) {
-  const LinearJob jobs[2] = {{&a, x, n, ya}, {&b, x, n, yb}};
+void linear_pair(const Matrix& a, const Matrix& b, const float* x, int64_t n, float* ya, float* yb,
+                 Precision precision) {
+  const LinearJob jobs[2] = {{&a, x, n, ya, precision}, {&b, x, n, yb, precision}};
   linear_batch(jobs);
 }
 
