@@ -126,9 +126,8 @@ struct Linear {
   // R rows x T tokens over every column, accumulators in registers, the R rows from R streams
   // (row_streams.h) with a software prefetch kAhead bytes ahead on each; y[t * rows_total + row].
   // Per (row, token) the FMA sequence, tail step and horizontal sum are dense_tile's.  With T = 1
-  // this is the decode GEMV.  The blocked walk above streams a block's rows once per token tile
-  // (every token, below its 4- or 6-token tiles) and restarts its streams every few rows: Zen 5,
-  // 2 threads, 12288 x 7168 bf16 from memory, 2 / 4 tokens took 2.1 / 2.8x one token's time.
+  // this is the decode GEMV.  (The blocked walk above would read a block's rows from memory once
+  // per token tile and restart its streams every few rows: few tokens are bandwidth-bound.)
   template <typename W, int R, int T>
   static void stream_tile(const W* base, int64_t cols, const int64_t* rows, const float* x, float* y,
                           int64_t rows_total) {
