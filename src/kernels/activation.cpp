@@ -2,10 +2,11 @@
 
 #include "base/cpu_features.h"
 #include "base/thread_pool.h"
+#include "kernels/simd/dispatch.h"
 
 namespace k3 {
 
-namespace ref {
+namespace portable {
 void sigmoid(const float* x, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = k3::sigmoid(x[i]);
 }
@@ -25,7 +26,7 @@ void situ_glu(const float* g, const float* u, int64_t n, float b1, float b2, flo
 void silu_glu(const float* g, const float* u, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = k3::silu(g[i]) * u[i];
 }
-}  // namespace ref
+}  // namespace portable
 
 namespace {
 
@@ -42,53 +43,29 @@ void split(int64_t n, const Fn& fn) {
 
 }  // namespace
 
-#define K3_ACT_DISPATCH(call)                 \
-  switch (isa) {                              \
-    case Isa::kAmx:                           \
-    case Isa::kAvx512: avx512::call; return;  \
-    case Isa::kAvx2: avx2::call; return;      \
-    case Isa::kRef: ref::call; return;        \
-  }
-
 void sigmoid(const float* x, int64_t n, float* out) {
   const Isa isa = active_isa();
-  split(n, [&](int64_t b, int64_t e) { K3_ACT_DISPATCH(sigmoid(x + b, e - b, out + b)) });
+  split(n, [&](int64_t b, int64_t e) { K3_ISA_DISPATCH(isa, sigmoid(x + b, e - b, out + b)); });
 }
 
 void silu(const float* x, int64_t n, float* out) {
   const Isa isa = active_isa();
-  split(n, [&](int64_t b, int64_t e) { K3_ACT_DISPATCH(silu(x + b, e - b, out + b)) });
+  split(n, [&](int64_t b, int64_t e) { K3_ISA_DISPATCH(isa, silu(x + b, e - b, out + b)); });
 }
 
 void mul_sigmoid(const float* x, const float* gate, int64_t n, float* out) {
   const Isa isa = active_isa();
-  split(n, [&](int64_t b, int64_t e) { K3_ACT_DISPATCH(mul_sigmoid(x + b, gate + b, e - b, out + b)) });
+  split(n, [&](int64_t b, int64_t e) { K3_ISA_DISPATCH(isa, mul_sigmoid(x + b, gate + b, e - b, out + b)); });
 }
-
-#undef K3_ACT_DISPATCH
 
 void situ_glu(const float* g, const float* u, int64_t n, float b1, float b2, float* out) {
   const Isa isa = active_isa();
-  split(n, [&](int64_t b, int64_t e) {
-    switch (isa) {
-      case Isa::kAmx:
-      case Isa::kAvx512: avx512::situ_glu(g + b, u + b, e - b, b1, b2, out + b); return;
-      case Isa::kAvx2: avx2::situ_glu(g + b, u + b, e - b, b1, b2, out + b); return;
-      case Isa::kRef: ref::situ_glu(g + b, u + b, e - b, b1, b2, out + b); return;
-    }
-  });
+  split(n, [&](int64_t b, int64_t e) { K3_ISA_DISPATCH(isa, situ_glu(g + b, u + b, e - b, b1, b2, out + b)); });
 }
 
 void silu_glu(const float* g, const float* u, int64_t n, float* out) {
   const Isa isa = active_isa();
-  split(n, [&](int64_t b, int64_t e) {
-    switch (isa) {
-      case Isa::kAmx:
-      case Isa::kAvx512: avx512::silu_glu(g + b, u + b, e - b, out + b); return;
-      case Isa::kAvx2: avx2::silu_glu(g + b, u + b, e - b, out + b); return;
-      case Isa::kRef: ref::silu_glu(g + b, u + b, e - b, out + b); return;
-    }
-  });
+  split(n, [&](int64_t b, int64_t e) { K3_ISA_DISPATCH(isa, silu_glu(g + b, u + b, e - b, out + b)); });
 }
 
 }  // namespace k3

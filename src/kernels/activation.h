@@ -29,14 +29,15 @@ void sigmoid(const float* x, int64_t n, float* out);
 void silu(const float* x, int64_t n, float* out);
 void mul_sigmoid(const float* x, const float* gate, int64_t n, float* out);
 
-// The scalar forms, element by element (the tests' reference and the vector kernels' tails).
-namespace ref {
+// The scalar forms, element by element: the baseline-ISA level (Isa::kRef) and the tests' reference.
+namespace portable {
 void sigmoid(const float* x, int64_t n, float* out);
 void silu(const float* x, int64_t n, float* out);
 void mul_sigmoid(const float* x, const float* gate, int64_t n, float* out);
 void situ_glu(const float* g, const float* u, int64_t n, float b1, float b2, float* out);
 void silu_glu(const float* g, const float* u, int64_t n, float* out);
-}  // namespace ref
+}  // namespace portable
+// The vector forms (activation_isa.cpp, one build per level).
 namespace avx2 {
 void sigmoid(const float* x, int64_t n, float* out);
 void silu(const float* x, int64_t n, float* out);

@@ -9,7 +9,7 @@
 
 namespace k3 {
 
-namespace ref {
+namespace portable {
 
 void kda_recurrent(const KdaHeadIO& io, int64_t T, int K, int V, float* state) {
   kda_detail::recurrent_kfirst(io, T, K, V, state);
@@ -117,7 +117,7 @@ void kda_chunked(const KdaHeadIO& io, int64_t T, int K, int V, int chunk, float*
   }
 }
 
-}  // namespace ref
+}  // namespace portable
 
 void short_conv_silu(const float* x, int64_t T, int64_t C, int W, const float* weight, float* hist, float* y) {
   short_conv_silu_channels(x, T, C, W, weight, hist, 0, C, y, C);

@@ -32,11 +32,13 @@ void kda_recurrent(const KdaHeadIO& io, int64_t T, int K, int V, float* state);
 constexpr int kKdaChunk = 32;
 void kda_chunked(const KdaHeadIO& io, int64_t T, int K, int V, int chunk, float* state);
 
-// The plain versions the tests compare against (ref::kda_chunked: pairwise exp(G_r - G_s)).
-namespace ref {
+// The plain versions (kda.cpp): the baseline-ISA level (Isa::kRef) and what the tests compare
+// the vector ones with (portable::kda_chunked: pairwise exp(G_r - G_s)).
+namespace portable {
 void kda_recurrent(const KdaHeadIO& io, int64_t T, int K, int V, float* state);
 void kda_chunked(const KdaHeadIO& io, int64_t T, int K, int V, int chunk, float* state);
-}  // namespace ref
+}  // namespace portable
+// The vector versions (kda_isa.cpp, one build per level).
 namespace avx512 {
 void kda_recurrent(const KdaHeadIO& io, int64_t T, int K, int V, float* state);
 void kda_chunked(const KdaHeadIO& io, int64_t T, int K, int V, int chunk, float* state);

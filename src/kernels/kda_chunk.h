@@ -1,5 +1,5 @@
-// The fast KDA kernels written once over a vector `Traits` (kda_avx2.cpp / kda_avx512.cpp
-// instantiate them; include this only after the ISA pragma, the standard headers before it).
+// The fast KDA kernels written once over a vector type (kernels/simd/avx2.h, avx512.h); included
+// by kda_isa.cpp inside its instruction-set region (kernels/simd/isa_begin.h).
 //
 // Chunked prefill: the WY/UT form of kda.md section 3.5 per chunk of C tokens (C a multiple of
 // the 16-token sub-block), every product a register-blocked GEMM (outer-product form, 16 fp32
@@ -46,8 +46,8 @@ template <class Tr>
 struct Fast {
   using Vec = typename Tr::V;
   static constexpr int L = Tr::kLanes;
-  static constexpr int MR = Tr::kRows;
-  static constexpr int NV = Tr::kVecs;
+  static constexpr int MR = Tr::kKdaRows;
+  static constexpr int NV = Tr::kKdaVecs;
 
   static int64_t pad(int64_t n) { return (n + L - 1) / L * L; }
 

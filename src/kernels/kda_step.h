@@ -1,7 +1,10 @@
 // The token-by-token KDA recurrence on a key-major state S[k][v] (shared source: kda.cpp
-// compiles it as the plain reference, kda_avx2.cpp / kda_avx512.cpp compile the very same loops
-// for wider vectors).  Every loop is element-wise along v, so the vectorised builds produce
-// bit-identical results to the reference.
+// compiles it as the portable version, kda_isa.cpp compiles the very same loops once per
+// instruction-set level).  Every loop is element-wise along v (no horizontal sums).
+//
+// Internal linkage on purpose: each including file compiles its own copy for its own
+// instruction set.  An inline function with external linkage would be merged by the linker into
+// one arbitrary copy, silently running one level's instructions on every path.
 #pragma once
 
 #include <cmath>
@@ -11,8 +14,9 @@
 #include "kernels/kda.h"
 
 namespace k3::kda_detail {
+namespace {
 
-inline void recurrent_kfirst(const KdaHeadIO& io, int64_t T, int K, int V, float* __restrict state) {
+void recurrent_kfirst(const KdaHeadIO& io, int64_t T, int K, int V, float* __restrict state) {
   std::vector<float> pred(V), u(V);
   for (int64_t t = 0; t < T; ++t) {
     const float* q = io.q + t * io.stride_qk;
@@ -49,4 +53,5 @@ inline void recurrent_kfirst(const KdaHeadIO& io, int64_t T, int K, int V, float
   }
 }
 
+}  // namespace
 }  // namespace k3::kda_detail

@@ -1,7 +1,6 @@
 #include "kernels/linear.h"
 
 #include <algorithm>
-#include <atomic>
 #include <deque>
 #include <string>
 #include <vector>
@@ -14,16 +13,10 @@
 #include "kernels/batch_pieces.h"
 #include "kernels/linear_amx.h"
 #include "kernels/mxfp4.h"
+#include "kernels/simd/dispatch.h"
 #include "kernels/small_gemm.h"
 
 namespace k3 {
-
-namespace {
-std::atomic<int> g_precision{static_cast<int>(Precision::kF32)};
-}
-
-void set_linear_precision(Precision p) { g_precision.store(static_cast<int>(p), std::memory_order_relaxed); }
-Precision linear_precision() { return static_cast<Precision>(g_precision.load(std::memory_order_relaxed)); }
 
 const char* precision_name(Precision p) {
   switch (p) {
@@ -43,11 +36,11 @@ Precision parse_precision(const std::string& name) {
 
 bool bf16_dot_available() { return active_isa() >= Isa::kAvx512 && cpu_features().avx512_bf16; }
 
-namespace ref {
+namespace portable {
 void round_to_bf16(const float* x, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(f32_to_bf16(x[i]));
 }
-}  // namespace ref
+}  // namespace portable
 
 void mxfp4_shuffle_activations(const float* x, int64_t cols, float* xs) {
   for (int64_t g = 0; g < cols; g += 32)
@@ -108,12 +101,7 @@ void rows_on(Isa isa, const Matrix& w, const PreparedX& x, int64_t n, float* y, 
     avx512::linear_rows_gemm(w, x.x, x.stride, n, y, r0, r1);
     return;
   }
-  switch (isa) {
-    case Isa::kAmx:
-    case Isa::kAvx512: avx512::linear_rows(w, x.x, n, y, r0, r1); return;
-    case Isa::kAvx2: avx2::linear_rows(w, x.x, n, y, r0, r1); return;
-    case Isa::kRef: ref::linear_rows(w, x.x, n, y, r0, r1); return;
-  }
+  K3_ISA_DISPATCH(isa, linear_rows(w, x.x, n, y, r0, r1));
 }
 
 // The vector kernels read MXFP4 activations in the shuffled order, and the AVX-512 GEMM reads
@@ -155,7 +143,7 @@ void prepare_bf16(Isa isa, const Matrix& w, const float* x, int64_t n, Bf16Activ
   const bool mx = w.format == WeightFormat::kMxfp4;
   if (!bf16_dot_available()) {
     a.widened.resize(static_cast<size_t>(n * w.cols));
-    ref::round_to_bf16(x, n * w.cols, a.widened.data());
+    portable::round_to_bf16(x, n * w.cols, a.widened.data());
     a.fp32 = prepare(isa, w, a.widened.data(), n, a.shuffled);
     return;
   }
@@ -171,8 +159,7 @@ void prepare_bf16(Isa isa, const Matrix& w, const float* x, int64_t n, Bf16Activ
   a.bf16 = p;
 }
 
-bool use_bf16(const Matrix& w) {
-  const Precision p = linear_precision();
+bool use_bf16(const Matrix& w, Precision p) {
   if (w.format == WeightFormat::kBF16) return p != Precision::kF32;
   return w.format == WeightFormat::kMxfp4 && p == Precision::kBf16All;
 }
@@ -192,12 +179,13 @@ void rows_prepared(Isa isa, const Matrix& w, const PreparedX& xp, const Bf16Acti
 
 // bf16 weights on the AMX tiles: every n, so batch invariance holds at that level too.
 bool use_amx(Isa isa, const Matrix& w) { return isa == Isa::kAmx && w.format == WeightFormat::kBF16; }
-int amx_pieces() { return linear_precision() == Precision::kF32 ? 3 : 1; }
+int amx_pieces(Precision p) { return p == Precision::kF32 ? 3 : 1; }
 
 // The tiles' B operand for x; with `parallel`, large batches are packed on the pool (not from
 // linear_rows, which may itself run inside a pool task).
-void amx_pack(const Matrix& w, const float* x, int64_t n, bool parallel, amx::PackedActivations& p) {
-  amx::pack_init(n, w.cols, amx_pieces(), p);
+void amx_pack(const Matrix& w, const float* x, int64_t n, bool parallel, Precision precision,
+              amx::PackedActivations& p) {
+  amx::pack_init(n, w.cols, amx_pieces(precision), p);
   ThreadPool& pool = global_pool();
   if (parallel && n >= 16 && pool.size() > 1)
     pool.parallel_for(n, 1, [&](int64_t b, int64_t e, int) { amx::pack_tokens(x, b, e, p); });
@@ -207,18 +195,18 @@ void amx_pack(const Matrix& w, const float* x, int64_t n, bool parallel, amx::Pa
 
 }  // namespace
 
-void linear_rows(const Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1) {
+void linear_rows(const Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1, Precision precision) {
   if (n <= 0 || r1 <= r0) return;
   const Isa isa = active_isa();
   if (use_amx(isa, w)) {
     amx::PackedActivations p;
-    amx_pack(w, x, n, false, p);
+    amx_pack(w, x, n, false, precision, p);
     amx::linear_rows(w, p, y, r0, r1);
     return;
   }
   AlignedVector<float> buf;
   Bf16Activations a;
-  const bool bf = use_bf16(w);
+  const bool bf = use_bf16(w, precision);
   if (bf) prepare_bf16(isa, w, x, n, a);
   rows_prepared(isa, w, bf ? PreparedX{} : prepare(isa, w, x, n, buf), bf ? &a : nullptr, n, y, r0, r1);
 }
@@ -303,15 +291,15 @@ void linear_batch(std::span<const LinearJob> jobs) {
     total += static_cast<double>(w.rows) * static_cast<double>(w.cols) * static_cast<double>(job.n);
     for (size_t k = 0; k < j && prep[j] == nullptr; ++k)
       if (prep[k] != nullptr && jobs[k].x == job.x && jobs[k].n == job.n && jobs[k].w->cols == w.cols &&
-          jobs[k].w->format == w.format)
+          jobs[k].w->format == w.format && jobs[k].precision == job.precision)
         prep[j] = prep[k];
     if (prep[j] != nullptr) continue;
     Prepared& p = scratch.next();
     p.amx = use_amx(isa, w);
     if (p.amx) {
-      amx_pack(w, job.x, job.n, true, p.packed);
+      amx_pack(w, job.x, job.n, true, job.precision, p.packed);
     } else {
-      p.bf = use_bf16(w);
+      p.bf = use_bf16(w, job.precision);
       if (p.bf)
         prepare_bf16(isa, w, job.x, job.n, p.a);
       else
@@ -348,13 +336,14 @@ void linear_batch(std::span<const LinearJob> jobs) {
   pool.run(static_cast<int64_t>(pieces.size()), run);
 }
 
-void linear(const Matrix& w, const float* x, int64_t n, float* y) {
-  const LinearJob job{&w, x, n, y};
+void linear(const Matrix& w, const float* x, int64_t n, float* y, Precision precision) {
+  const LinearJob job{&w, x, n, y, precision};
   linear_batch({&job, 1});
 }
 
-void linear_pair(const Matrix& a, const Matrix& b, const float* x, int64_t n, float* ya, float* yb) {
-  const LinearJob jobs[2] = {{&a, x, n, ya}, {&b, x, n, yb}};
+void linear_pair(const Matrix& a, const Matrix& b, const float* x, int64_t n, float* ya, float* yb,
+                 Precision precision) {
+  const LinearJob jobs[2] = {{&a, x, n, ya, precision}, {&b, x, n, yb, precision}};
   linear_batch(jobs);
 }
 
@@ -363,12 +352,12 @@ void linear_transposed(const Matrix& w, const float* x, int64_t n, float* y) {
     case WeightFormat::kF32: gemm_nn(x, static_cast<const float*>(w.data), y, n, w.rows, w.cols, false); return;
     case WeightFormat::kBF16: gemm_nn(x, static_cast<const uint16_t*>(w.data), y, n, w.rows, w.cols, false); return;
     case WeightFormat::kMxfp4:
-      for (int64_t t = 0; t < n; ++t) ref::linear_transposed(w, x + t * w.rows, y + t * w.cols);
+      for (int64_t t = 0; t < n; ++t) portable::linear_transposed(w, x + t * w.rows, y + t * w.cols);
       return;
   }
 }
 
-namespace ref {
+namespace portable {
 
 void dequant_row(const Matrix& w, int64_t r, float* out) {
   switch (w.format) {
@@ -412,5 +401,5 @@ void linear_transposed(const Matrix& w, const float* x, float* y) {
   }
 }
 
-}  // namespace ref
+}  // namespace portable
 }  // namespace k3

@@ -24,62 +24,52 @@ namespace k3 {
 //   kBf16     products with bf16 weights (the trunk); MXFP4 experts stay exact fp32
 //   kBf16All  products with bf16 and MXFP4 weights (the experts' inputs are rounded too)
 // Each applies to every n (decode too), so batch invariance holds within each precision.  fp32
-// weights always use exact fp32 math.  The setting is process-wide (one forward pass at a time
-// sets it; see Model's ModelOptions::precision).
+// weights always use exact fp32 math.  Every product names its precision (the model passes
+// ModelOptions::precision to its layers; routing stays exact).
 enum class Precision { kF32, kBf16, kBf16All };
-void set_linear_precision(Precision p);
-Precision linear_precision();
 const char* precision_name(Precision p);
 Precision parse_precision(const std::string& name);  // "fp32" | "bf16" | "bf16-all"; throws k3::Error
 // Whether kBf16 / kBf16All run on vdpbf16ps here (AVX-512 dispatch and a CPU with AVX512-BF16).
 bool bf16_dot_available();
 
-// Sets the precision for its lifetime, restoring the previous one.
-class LinearPrecisionScope {
- public:
-  explicit LinearPrecisionScope(Precision p) : saved_(linear_precision()) { set_linear_precision(p); }
-  ~LinearPrecisionScope() { set_linear_precision(saved_); }
-  LinearPrecisionScope(const LinearPrecisionScope&) = delete;
-  LinearPrecisionScope& operator=(const LinearPrecisionScope&) = delete;
-
- private:
-  Precision saved_;
-};
-
 // Dispatches on active_isa().
-void linear(const Matrix& w, const float* x, int64_t n, float* y);
+void linear(const Matrix& w, const float* x, int64_t n, float* y, Precision precision = Precision::kF32);
 // ya = A x and yb = B x in one pass over the pool (e.g. an MLP's gate and up projections),
 // exactly as two linear() calls would compute them (a linear_batch of two; x is prepared once
 // when A and B have the same format and width).
-void linear_pair(const Matrix& a, const Matrix& b, const float* x, int64_t n, float* ya, float* yb);
+void linear_pair(const Matrix& a, const Matrix& b, const float* x, int64_t n, float* ya, float* yb,
+                 Precision precision = Precision::kF32);
 // One product of a linear_batch: y ([n, w->rows]) = W x (x: [n, w->cols]).
 struct LinearJob {
   const Matrix* w = nullptr;
   const float* x = nullptr;
   int64_t n = 0;
   float* y = nullptr;
+  Precision precision = Precision::kF32;
 };
 // Every job's product, each exactly as it is computed alone, in one pass over the pool (linear()
 // and linear_pair() are batches of one and two): the rows of all jobs are cut into pieces of
 // about equal work (rows x tokens x columns) that the threads claim, so many small products (a
-// decode step's routed experts) cost one dispatch and no thread idles at the end of each.  Jobs reading the same x (same pointer, n, width, format)
-// prepare it once.  Jobs may not write each other's x.
+// decode step's routed experts) cost one dispatch and no thread idles at the end of each.  Jobs
+// reading the same x (same pointer, n, width, format and precision) prepare it once.  Jobs may not write each other's x.
 void linear_batch(std::span<const LinearJob> jobs);
 // Only rows [r0, r1) of y are written (for partitioning across threads).
-void linear_rows(const Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1);
+void linear_rows(const Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1,
+                 Precision precision = Precision::kF32);
 
 // y[t, c] = sum_r W[r, c] * x[t, r] for t < n  (the transposed product; absorbs MLA's kv_b into q).
 void linear_transposed(const Matrix& w, const float* x, int64_t n, float* y);
 
-// Plain, obviously-correct versions the tests compare against.
-namespace ref {
+// Plain, obviously-correct loops: the baseline-ISA level (Isa::kRef), what the tests compare
+// against, and the helpers every level shares.
+namespace portable {
 void linear_rows(const Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1);
 void linear_transposed(const Matrix& w, const float* x, float* y);
 // Widens / decodes row r into out[cols].
 void dequant_row(const Matrix& w, int64_t r, float* out);
 // out[i] = x[i] rounded to bf16 (nearest even) and widened back.
 void round_to_bf16(const float* x, int64_t n, float* out);
-}  // namespace ref
+}  // namespace portable
 
 namespace avx2 {
 // Any weights (MXFP4: x in the order of mxfp4_shuffle_activations_pairs, to linear_rows_mxfp4).

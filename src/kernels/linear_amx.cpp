@@ -9,8 +9,6 @@
 // parked in a per-thread buffer between chunks (exact: a tile store and reload changes no bits).
 // Unchunked blocks that are short of rows, or widths that are not a whole number of steps, are
 // copied into a zero-padded scratch block first.
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -18,8 +16,9 @@
 
 #include "kernels/linear_amx.h"
 
-#pragma GCC push_options
-#pragma GCC target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma")
+#include "kernels/simd/isa.h"
+#define K3_ISA_LEVEL K3_ISA_AMX
+#include "kernels/simd/isa_begin.h"
 
 namespace k3::amx {
 namespace {
@@ -265,4 +264,5 @@ void linear_rows(const Matrix& w, const PackedActivations& x, float* y, int64_t 
 }
 
 }  // namespace k3::amx
-#pragma GCC pop_options
+
+#include "kernels/simd/isa_end.h"

@@ -11,8 +11,6 @@
 // packed by the caller (64-byte aligned, padded to whole 32-column steps plus one cache line
 // against 4K aliasing).  Zen 4, 2 threads, 12288 x 7168 x 256 (in-process A/B against 1024-column
 // chunks with accumulators in memory and 48-token blocks): ~210 -> ~300 GFLOP/s.
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <utility>
@@ -21,8 +19,9 @@
 #include "kernels/linear.h"
 #include "kernels/matrix.h"
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma")
+#include "kernels/simd/isa.h"
+#define K3_ISA_LEVEL K3_ISA_AVX512BF16
+#include "kernels/simd/isa_begin.h"
 
 #include "kernels/gemm_walk.h"
 
@@ -84,4 +83,5 @@ void linear_rows_bf16dot(const Matrix& m, const uint16_t* xb, int64_t xstride, i
 }
 
 }  // namespace k3::avx512
-#pragma GCC pop_options
+
+#include "kernels/simd/isa_end.h"

@@ -19,8 +19,6 @@
 // ... in order, the column tail is one step with zeroed weights and activations, and the
 // horizontal sum is the same -- so y[t, r] is bit-identical whichever path, n or row range
 // computes it.
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <utility>
@@ -30,8 +28,9 @@
 #include "kernels/linear.h"
 #include "kernels/matrix.h"
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")
+#include "kernels/simd/isa.h"
+#define K3_ISA_LEVEL K3_ISA_AVX512
+#include "kernels/simd/isa_begin.h"
 
 #include "kernels/gemm_walk.h"
 
@@ -165,4 +164,5 @@ void linear_rows_gemm(const Matrix& m, const float* x, int64_t xstride, int64_t 
 }
 
 }  // namespace k3::avx512
-#pragma GCC pop_options
+
+#include "kernels/simd/isa_end.h"

@@ -26,8 +26,6 @@
 // with the former 2 x 2 register tiles that decoded per group with the table permute (28% of
 // the AVX2 FMA peak) -> ~130 (60%); one-token GEMV (40 experts from memory) 7.3-9.4 -> ~12 GB/s
 // with the 2-row register tiles, 15-17 with the 4-row stream tile.
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -40,15 +38,15 @@
 #include "kernels/matrix.h"
 #include "kernels/mxfp4.h"
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
-#include "kernels/linear_avx2_traits.h"
+#include "kernels/simd/isa.h"
+#define K3_ISA_LEVEL K3_ISA_AVX2
+#include "kernels/simd/isa_begin.h"
 #include "kernels/linear_tiles.h"
 
 namespace k3::avx2 {
 namespace {
 
-constexpr int L = Traits::kLanes;
+constexpr int L = Vec::kLanes;
 // Streamed passes of up to 4 tokens against the panel, 40 experts of 3072 x 3584 from memory,
 // 2 threads, K3_ISA=avx2, ms per expert: 14 tokens 2.15 against 2.44-2.62, 15: 2.29 against
 // 2.60-2.68, 16: 2.39-2.43 against 2.43-2.56, 17: 2.61 against 2.64-2.71, 20: 3.01 against
@@ -63,7 +61,7 @@ constexpr int kStreamRows[5] = {0, 4, 4, 2, 2};
 constexpr int64_t kPassTokens = 4;
 // Panel: rows x columns decoded at a time (12 x 512 fp32 = 24 KB, in L1 beside 4 tokens' 8 KB of
 // activations), and the tokens that meet it before the next is decoded.
-constexpr int64_t kPanelRows = 4 * Traits::kDenseRows, kPanelCols = 512, kPanelTokenBlock = 96;
+constexpr int64_t kPanelRows = 4 * Vec::kDenseRows, kPanelCols = 512, kPanelTokenBlock = 96;
 
 // bf16 bit patterns of the 16 E2M1 codes (an E2M1 value has at most 2 significant bits, so its
 // fp32 form is a bf16 followed by 16 zero bits), split into a low- and a high-byte table.
@@ -198,7 +196,7 @@ void stream_tile(const uint8_t* const* w, const uint8_t* const* e, const float* 
             acc[i][t] = _mm256_fmadd_ps(wv[v], _mm256_loadu_ps(x + t * cols + g + c + v * L), acc[i][t]);
       });
   for (int i = 0; i < R; ++i)
-    for (int t = 0; t < T; ++t) y[i][t * rows_total] = Traits::reduce(acc[i][t]);
+    for (int t = 0; t < T; ++t) y[i][t * rows_total] = Vec::reduce(acc[i][t]);
 }
 
 // Decode and few tokens (T <= kPassTokens): kStreamRows[T] rows at a time, one from each
@@ -225,7 +223,7 @@ void streamed_rows(const Matrix& m, const float* x, float* y, int64_t r0, int64_
 // Many tokens: the blocked walk of linear_tiles.h; before each block's column chunk its rows are
 // decoded into the panel, which the dense fp32 tile then reads in place of the matrix.
 void panel_rows(const Matrix& m, const float* x, int64_t n, float* y, int64_t r0, int64_t r1) {
-  using Tiles = tiles::Linear<Traits>;
+  using Tiles = tiles::Linear<Vec>;
   const int64_t cols = m.cols;
   const uint8_t* pk = static_cast<const uint8_t*>(m.data);
   thread_local AlignedVector<float> panel;
@@ -257,7 +255,7 @@ void panel_rows(const Matrix& m, const float* x, int64_t n, float* y, int64_t r0
       else decode_row.template operator()<false>();
     }
   };
-  Tiles::blocked<Traits::kDenseRows, Traits::kDenseTokens, kPanelRows, kPanelTokenBlock, kPanelCols>(
+  Tiles::blocked<Vec::kDenseRows, Vec::kDenseTokens, kPanelRows, kPanelTokenBlock, kPanelCols>(
       m.rows, cols, x, n, y, r0, r1,
       [&]<int R, int T>(int64_t r, int64_t t, int64_t c0, int64_t c1, bool, float* acc) {
         const float* w[R];
@@ -293,4 +291,5 @@ void linear_rows_mxfp4(const Matrix& w, const float* x, int64_t n, float* y, int
 }
 
 }  // namespace k3::avx2
-#pragma GCC pop_options
+
+#include "kernels/simd/isa_end.h"

@@ -12,8 +12,6 @@
 //   per trailing group: p = w_even*x_even; p = fma(w_odd, x_odd, p);  acc = fma(p, s, acc)
 //   y = horizontal sum of acc (the same reduction everywhere)
 // so every token's result is bit-identical whether it runs alone or in a batch.
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -24,8 +22,9 @@
 #include "kernels/matrix.h"
 #include "kernels/mxfp4.h"
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")
+#include "kernels/simd/isa.h"
+#define K3_ISA_LEVEL K3_ISA_AVX512
+#include "kernels/simd/isa_begin.h"
 
 #include "kernels/mxfp4_avx512.h"
 
@@ -187,4 +186,5 @@ void linear_rows_mxfp4(const Matrix& m, const float* xs, int64_t n, float* y, in
 }
 
 }  // namespace k3::avx512
-#pragma GCC pop_options
+
+#include "kernels/simd/isa_end.h"

@@ -18,8 +18,6 @@
 //              acc = fma(p, s, acc)      (a partial last block: zeroed weights and activations)
 //   y = horizontal sum of acc
 // so results are bit-identical alone or in a batch (within this precision).
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -32,8 +30,9 @@
 #include "kernels/matrix.h"
 #include "kernels/mxfp4.h"
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma")
+#include "kernels/simd/isa.h"
+#define K3_ISA_LEVEL K3_ISA_AVX512BF16
+#include "kernels/simd/isa_begin.h"
 
 #include "kernels/mxfp4_avx512.h"
 
@@ -147,4 +146,5 @@ void linear_rows_mxfp4_bf16dot(const Matrix& m, const uint16_t* xb, int64_t xstr
 }
 
 }  // namespace k3::avx512
-#pragma GCC pop_options
+
+#include "kernels/simd/isa_end.h"

@@ -1,6 +1,5 @@
-// The dense linear kernels shared by the AVX2 and AVX-512 builds (included only by
-// linear_avx2.cpp / linear_avx512.cpp / linear_mxfp4_avx2.cpp, each compiled for its instruction
-// set with its own `Traits`):
+// The dense linear kernels over a vector type (kernels/simd/avx2.h, avx512.h), included by
+// linear_isa.cpp and linear_mxfp4_avx2.cpp inside their instruction-set region:
 //
 //   decode and few tokens (bandwidth-bound): R rows x every token per tile, each row streamed
 //     from memory once, the R rows from R long streams (stream_tile, row_streams.h);
@@ -31,9 +30,7 @@ struct Linear {
   using V = typename Tr::V;
   static constexpr int L = Tr::kLanes;
   // Dense: whole rows per tile call (a tile's accumulators stay in registers) and 96-token
-  // blocks whose token tiles each serve a block of 4 row tiles while those rows stay in cache
-  // (Zen 4, AVX2, 2 threads, 12288 x 7168 x 240 bf16, in-process: ~127 -> ~150 GFLOP/s against
-  // 1024-column chunks with 24-token blocks).
+  // blocks whose token tiles each serve a block of 4 row tiles while those rows stay in cache.
   static constexpr int64_t kDenseTB = 96, kDenseRB = 4 * Tr::kDenseRows, kWholeRows = int64_t{1} << 40;
 
   // ---- dense (f32 / bf16 weights) ----
@@ -129,9 +126,8 @@ struct Linear {
   // R rows x T tokens over every column, accumulators in registers, the R rows from R streams
   // (row_streams.h) with a software prefetch kAhead bytes ahead on each; y[t * rows_total + row].
   // Per (row, token) the FMA sequence, tail step and horizontal sum are dense_tile's.  With T = 1
-  // this is the decode GEMV.  The blocked walk above streams a block's rows once per token tile
-  // (every token, below its 4- or 6-token tiles) and restarts its streams every few rows: Zen 5,
-  // 2 threads, 12288 x 7168 bf16 from memory, 2 / 4 tokens took 2.1 / 2.8x one token's time.
+  // this is the decode GEMV.  (The blocked walk above would read a block's rows from memory once
+  // per token tile and restart its streams every few rows: few tokens are bandwidth-bound.)
   template <typename W, int R, int T>
   static void stream_tile(const W* base, int64_t cols, const int64_t* rows, const float* x, float* y,
                           int64_t rows_total) {

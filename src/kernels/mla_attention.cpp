@@ -10,28 +10,20 @@
 #include "base/cpu_features.h"
 #include "base/numeric_types.h"
 #include "base/thread_pool.h"
+#include "kernels/simd/dispatch.h"
+#include "kernels/simd/exp.h"
 #include "kernels/small_gemm.h"
 
 namespace k3 {
 
 void mla_decode_attention(const float* q, const float* cache, int64_t n, int heads, int lora, int rope, float scale,
                           float* o_lat) {
-  switch (active_isa()) {
-    case Isa::kAmx:
-    case Isa::kAvx512: avx512::mla_decode_attention(q, cache, n, heads, lora, rope, scale, o_lat); return;
-    case Isa::kAvx2: avx2::mla_decode_attention(q, cache, n, heads, lora, rope, scale, o_lat); return;
-    case Isa::kRef: ref::mla_decode_attention(q, cache, n, heads, lora, rope, scale, o_lat); return;
-  }
+  K3_ISA_DISPATCH(active_isa(), mla_decode_attention(q, cache, n, heads, lora, rope, scale, o_lat));
 }
 
 void mla_decode_attention(const float* q, const uint16_t* cache_bf16, int64_t n, int heads, int lora, int rope,
                           float scale, float* o_lat) {
-  switch (active_isa()) {
-    case Isa::kAmx:
-    case Isa::kAvx512: avx512::mla_decode_attention(q, cache_bf16, n, heads, lora, rope, scale, o_lat); return;
-    case Isa::kAvx2: avx2::mla_decode_attention(q, cache_bf16, n, heads, lora, rope, scale, o_lat); return;
-    case Isa::kRef: ref::mla_decode_attention(q, cache_bf16, n, heads, lora, rope, scale, o_lat); return;
-  }
+  K3_ISA_DISPATCH(active_isa(), mla_decode_attention(q, cache_bf16, n, heads, lora, rope, scale, o_lat));
 }
 
 namespace mla_detail {
@@ -57,25 +49,26 @@ void merge_tasks(const float* m, const float* l, int64_t ld_ml, const float* o, 
 
 }  // namespace mla_detail
 
-namespace ref {
+namespace portable {
 namespace {
 
 constexpr int64_t kBlock = 64;  // cache rows per block: a 64-row panel of 64 columns fits L1
 constexpr int kSlice = 64;      // score products run over 64-wide slices of the latent
 
-// e^x for x <= 0 (Cephes' polynomial after n = round(x log2 e); 0 below the normal range).
+// e^x for x <= 0 (Cephes' expf, simd/exp.h, in scalar steps; 0 below the normal range).
 // Branch-free so the compiler vectorises the loop that calls it.
 inline float exp_nonpos(float x) {
+  using namespace simd;
   const float xc = std::max(x, -87.0f);
-  const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
-  float r = xc - n * 0.693359375f;
-  r = r + n * 2.12194440e-4f;
-  float y = 1.9875691500e-4f;
-  y = y * r + 1.3981999507e-3f;
-  y = y * r + 8.3334519073e-3f;
-  y = y * r + 4.1665795894e-2f;
-  y = y * r + 1.6666665459e-1f;
-  y = y * r + 5.0000001201e-1f;
+  const float n = (xc * kExpLog2e + 12582912.0f) - 12582912.0f;  // round to nearest (1.5 * 2^23)
+  float r = xc - n * kExpLn2Hi;
+  r = r - n * kExpLn2Lo;
+  float y = kExpP0;
+  y = y * r + kExpP1;
+  y = y * r + kExpP2;
+  y = y * r + kExpP3;
+  y = y * r + kExpP4;
+  y = y * r + kExpP5;
   y = y * r * r + r + 1.0f;
   const float p2 = std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
   return x < -87.0f ? 0.0f : y * p2;
@@ -156,5 +149,5 @@ void mla_decode_attention(const float* q, const uint16_t* cache_bf16, int64_t n,
   mla_decode_attention(q, cache.data(), n, heads, lora, rope, scale, o_lat);
 }
 
-}  // namespace ref
+}  // namespace portable
 }  // namespace k3

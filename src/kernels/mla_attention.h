@@ -22,12 +22,14 @@ void mla_decode_attention(const float* q, const float* cache, int64_t n, int hea
 void mla_decode_attention(const float* q, const uint16_t* cache_bf16, int64_t n, int heads, int lora, int rope,
                           float scale, float* o_lat);
 
-namespace ref {  // the plain blocked version (small_gemm products)
+// The baseline-ISA level (Isa::kRef): blocked like the fast versions, with small_gemm products.
+namespace portable {
 void mla_decode_attention(const float* q, const float* cache, int64_t n, int heads, int lora, int rope, float scale,
                           float* o_lat);
 void mla_decode_attention(const float* q, const uint16_t* cache_bf16, int64_t n, int heads, int lora, int rope,
                           float scale, float* o_lat);
 }
+// The vector versions (mla_attention_isa.cpp, one build per level).
 namespace avx512 {
 void mla_decode_attention(const float* q, const float* cache, int64_t n, int heads, int lora, int rope, float scale,
                           float* o_lat);

@@ -1,5 +1,5 @@
-// The fast absorbed-MLA decode kernel written once over the simd:: vector ops (mla_attention_avx512.cpp /
-// mla_attention_avx2.cpp instantiate it; include this only after the ISA pragma).
+// The fast absorbed-MLA decode kernel written once over a vector type (kernels/simd/avx2.h,
+// avx512.h); included by mla_attention_isa.cpp inside its instruction-set region.
 //
 // Per fixed task of mla_detail::task_rows(n) cache rows (thread-count independent), per block of
 // kBlock rows, with heads padded to Hp (a multiple of the vector length, padded q rows zero):

@@ -1,9 +1,8 @@
 // The row walk of the bandwidth-bound products (decode GEMVs, few-token dense products, the AVX2
-// MXFP4 GEMV), shared by the AVX2 and AVX-512 builds; include it after the ISA pragma.  Rows go
-// kR at a time, one from each kR-th of [r0, r1), so each of the kR streams runs on through
-// consecutive rows instead of restarting every few rows, and the hardware prefetchers keep them
-// going (Zen 5, AVX-512 bf16 GEMV: ~56 -> ~70 GB/s; AVX2: 3-row tiles 22-31 -> 53-60 GB/s); the
-// rows left over go one at a time.
+// MXFP4 GEMV), shared by the per-level builds; include it inside the instruction-set region
+// (kernels/simd/isa_begin.h).  Rows go kR at a time, one from each kR-th of [r0, r1), so each of
+// the kR streams runs on through consecutive rows instead of restarting every few rows, and the
+// hardware prefetchers keep them going; the rows left over go one at a time.
 #pragma once
 
 #include <cstdint>

@@ -2,28 +2,19 @@
 
 #include "base/cpu_features.h"
 #include "base/numeric_types.h"
+#include "kernels/simd/dispatch.h"
 
 namespace k3 {
 
 void gemm_nn(const float* A, const float* B, float* C, int64_t m, int64_t k, int64_t n, bool accumulate) {
-  switch (active_isa()) {
-    case Isa::kAmx:
-    case Isa::kAvx512: avx512::gemm_nn(A, B, C, m, k, n, accumulate); return;
-    case Isa::kAvx2: avx2::gemm_nn(A, B, C, m, k, n, accumulate); return;
-    case Isa::kRef: ref::gemm_nn(A, B, C, m, k, n, accumulate); return;
-  }
+  K3_ISA_DISPATCH(active_isa(), gemm_nn(A, B, C, m, k, n, accumulate));
 }
 
 void gemm_nn(const float* A, const uint16_t* B, float* C, int64_t m, int64_t k, int64_t n, bool accumulate) {
-  switch (active_isa()) {
-    case Isa::kAmx:
-    case Isa::kAvx512: avx512::gemm_nn(A, B, C, m, k, n, accumulate); return;
-    case Isa::kAvx2: avx2::gemm_nn(A, B, C, m, k, n, accumulate); return;
-    case Isa::kRef: ref::gemm_nn(A, B, C, m, k, n, accumulate); return;
-  }
+  K3_ISA_DISPATCH(active_isa(), gemm_nn(A, B, C, m, k, n, accumulate));
 }
 
-namespace ref {
+namespace portable {
 namespace {
 inline float widen(float f) { return f; }
 inline float widen(uint16_t h) { return bf16_to_f32(h); }
@@ -49,6 +40,6 @@ void gemm_nn(const float* A, const float* B, float* C, int64_t m, int64_t k, int
 void gemm_nn(const float* A, const uint16_t* B, float* C, int64_t m, int64_t k, int64_t n, bool accumulate) {
   gemm(A, B, C, m, k, n, accumulate);
 }
-}  // namespace ref
+}  // namespace portable
 
 }  // namespace k3

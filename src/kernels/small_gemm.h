@@ -12,10 +12,12 @@ namespace k3 {
 void gemm_nn(const float* A, const float* B, float* C, int64_t m, int64_t k, int64_t n, bool accumulate);
 void gemm_nn(const float* A, const uint16_t* B, float* C, int64_t m, int64_t k, int64_t n, bool accumulate);
 
-namespace ref {
+// The plain loops: the baseline-ISA level (Isa::kRef).
+namespace portable {
 void gemm_nn(const float* A, const float* B, float* C, int64_t m, int64_t k, int64_t n, bool accumulate);
 void gemm_nn(const float* A, const uint16_t* B, float* C, int64_t m, int64_t k, int64_t n, bool accumulate);
 }
+// The vector tiles (small_gemm_tiles.h, built by linear_isa.cpp per level).
 namespace avx512 {
 void gemm_nn(const float* A, const float* B, float* C, int64_t m, int64_t k, int64_t n, bool accumulate);
 void gemm_nn(const float* A, const uint16_t* B, float* C, int64_t m, int64_t k, int64_t n, bool accumulate);

@@ -1,4 +1,5 @@
-// The outer-product small GEMM shared by the AVX2 and AVX-512 builds (see small_gemm.h):
+// The outer-product small GEMM over a vector type (see small_gemm.h; built by linear_isa.cpp
+// inside its instruction-set region):
 // R rows of C x up to NV vectors of columns stay in registers while p runs over k.
 #pragma once
 

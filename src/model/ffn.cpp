@@ -28,12 +28,12 @@ constexpr int64_t kMaxGroupPairs = 512;
 
 }  // namespace
 
-void mlp_forward(const MlpWeights& w, const TextConfig& c, const float* x, int64_t n, float* y) {
+void mlp_forward(const MlpWeights& w, const TextConfig& c, const float* x, int64_t n, float* y, Precision precision) {
   const int64_t m = w.gate.rows;
   std::vector<float> g(n * m), u(n * m);
-  linear_pair(w.gate, w.up, x, n, g.data(), u.data());  // one pool dispatch for both
+  linear_pair(w.gate, w.up, x, n, g.data(), u.data(), precision);  // one pool dispatch for both
   glu(c, g.data(), u.data(), n * m);
-  linear(w.down, g.data(), n, y);
+  linear(w.down, g.data(), n, y, precision);
 }
 
 namespace {
@@ -43,10 +43,7 @@ namespace {
 void route(const MoeWeights& w, const TextConfig& c, const float* x, int64_t n, int32_t* sel, float* weight) {
   const int E = c.num_experts, K = c.top_k;
   std::vector<float> logits(n * E);
-  {
-    const LinearPrecisionScope exact(Precision::kF32);
-    linear(w.router, x, n, logits.data());
-  }
+  linear(w.router, x, n, logits.data(), Precision::kF32);
   for (int64_t t = 0; t < n; ++t)
     route_topk(&logits[t * E], w.router_bias.data(), E, K, c.renormalize, c.routed_scaling_factor, &sel[t * K],
                &weight[t * K]);
@@ -73,7 +70,7 @@ std::vector<int32_t> guess_experts(const MoeWeights& w, const TextConfig& c, con
 
 void moe_forward(const MoeWeights& w, const TextConfig& c, const float* x, int64_t n, float* y,
                  std::vector<int32_t>* routes, ExpertSource* source, int layer, int guess_layer,
-                 std::span<const int32_t> guess) {
+                 std::span<const int32_t> guess, Precision precision) {
   const int E = c.num_experts, K = c.top_k;
   const int64_t d = c.hidden_size;
   std::vector<int32_t> sel(n * K);
@@ -97,7 +94,7 @@ void moe_forward(const MoeWeights& w, const TextConfig& c, const float* x, int64
   if (!w.shared.gate.empty()) {
     ScopedPhase phase(Phase::kShared);
     shared.resize(n * d);
-    mlp_forward(w.shared, c, x, n, shared.data());
+    mlp_forward(w.shared, c, x, n, shared.data(), precision);
   }
 
   // Routed experts, grouped by expert so each expert's weights stream once per call; each
@@ -110,7 +107,7 @@ void moe_forward(const MoeWeights& w, const TextConfig& c, const float* x, int64
   const float* zin = x;
   if (!w.latent_down.empty()) {
     z.resize(n * inner);
-    linear(w.latent_down, x, n, z.data());
+    linear(w.latent_down, x, n, z.data(), precision);
     zin = z.data();
   }
   std::vector<float> acc(n * inner, 0.0f);
@@ -163,8 +160,8 @@ void moe_forward(const MoeWeights& w, const TextConfig& c, const float* x, int64
       for (int64_t r = 0; r < a.ne; ++r)
         std::copy(zin + rows[a.e][r] * inner, zin + (rows[a.e][r] + 1) * inner, zin_g.begin() + a.in_off + r * inner);
       const MlpWeights& ew = *ews[i];
-      jobs.push_back({&ew.gate, zin_g.data() + a.in_off, a.ne, g.data() + a.mid_off});
-      jobs.push_back({&ew.up, zin_g.data() + a.in_off, a.ne, u.data() + a.mid_off});
+      jobs.push_back({&ew.gate, zin_g.data() + a.in_off, a.ne, g.data() + a.mid_off, precision});
+      jobs.push_back({&ew.up, zin_g.data() + a.in_off, a.ne, u.data() + a.mid_off, precision});
     }
     linear_batch(jobs);
     jobs.clear();
@@ -172,7 +169,7 @@ void moe_forward(const MoeWeights& w, const TextConfig& c, const float* x, int64
       const Active& a = group[i];
       const MlpWeights& ew = *ews[i];
       glu(c, g.data() + a.mid_off, u.data() + a.mid_off, a.ne * ew.gate.rows);
-      jobs.push_back({&ew.down, g.data() + a.mid_off, a.ne, out_g.data() + a.in_off});
+      jobs.push_back({&ew.down, g.data() + a.mid_off, a.ne, out_g.data() + a.in_off, precision});
     }
     linear_batch(jobs);
     for (const Active& a : group)
@@ -200,7 +197,7 @@ void moe_forward(const MoeWeights& w, const TextConfig& c, const float* x, int64
   if (!group.empty()) run_group();
   if (!w.latent_norm.empty()) rms_norm(acc.data(), n, inner, w.latent_norm.data(), c.rms_norm_eps, acc.data());
   if (!w.latent_up.empty())
-    linear(w.latent_up, acc.data(), n, y);
+    linear(w.latent_up, acc.data(), n, y, precision);
   else
     std::copy(acc.begin(), acc.end(), y);
 

@@ -204,7 +204,7 @@ void Model::forward(std::span<const SequenceInput> batch, std::vector<float>* lo
   }
   const int64_t N = layout.rows;
   if (N == 0) return;
-  const LinearPrecisionScope precision(options_.precision);
+  const Precision precision = options_.precision;
 
   std::vector<float> embedding(N * d);
   {
@@ -212,7 +212,7 @@ void Model::forward(std::span<const SequenceInput> batch, std::vector<float>* lo
     int64_t r = 0;
     for (const SequenceInput& in : batch) {
       const int64_t row0 = r;
-      for (int32_t tok : in.tokens) ref::dequant_row(weights_.embed, tok, &embedding[r++ * d]);
+      for (int32_t tok : in.tokens) portable::dequant_row(weights_.embed, tok, &embedding[r++ * d]);
       for (const EmbeddingOverride& e : in.embeddings)
         std::copy(e.values, e.values + d, &embedding[(row0 + e.index) * d]);
     }
@@ -251,10 +251,10 @@ void Model::forward(std::span<const SequenceInput> batch, std::vector<float>* lo
     }
     if (L.kind == LayerKind::kKda) {
       ScopedPhase phase(Phase::kKda);
-      kda_layer_forward(L.kda, c, layout, kda_index++, normed.data(), sub.data(), options_.kda);
+      kda_layer_forward(L.kda, c, layout, kda_index++, normed.data(), sub.data(), options_.kda, precision);
     } else {
       ScopedPhase phase(Phase::kMla);
-      mla_layer_forward(L.mla, c, layout, mla_index++, normed.data(), sub.data(), options_.mla);
+      mla_layer_forward(L.mla, c, layout, mla_index++, normed.data(), sub.data(), options_.mla, precision);
     }
     if (trace != nullptr) trace->attn_out[l] = sub;
     stream.add_attn(sub);
@@ -284,10 +284,10 @@ void Model::forward(std::span<const SequenceInput> batch, std::vector<float>* lo
         }
       }
       moe_forward(L.moe_w, c, normed.data(), N, sub.data(), trace != nullptr ? &trace->routes[l] : nullptr, experts,
-                  l, guess_layer, guess);
+                  l, guess_layer, guess, precision);
     } else {
       ScopedPhase phase(Phase::kDense);
-      mlp_forward(L.dense, c, normed.data(), N, sub.data());
+      mlp_forward(L.dense, c, normed.data(), N, sub.data(), precision);
     }
     if (trace != nullptr) trace->ffn_out[l] = sub;
     stream.add_mlp(sub);
@@ -320,9 +320,9 @@ void Model::forward(std::span<const SequenceInput> batch, std::vector<float>* lo
       WeightStore* s;
       ~HeadHold() { s->release_head(); }
     } hold{store_.get()};
-    linear(head, picked.data(), static_cast<int64_t>(rows.size()), logits->data() + base);
+    linear(head, picked.data(), static_cast<int64_t>(rows.size()), logits->data() + base, precision);
   } else {
-    linear(weights_.lm_head, picked.data(), static_cast<int64_t>(rows.size()), logits->data() + base);
+    linear(weights_.lm_head, picked.data(), static_cast<int64_t>(rows.size()), logits->data() + base, precision);
   }
 }
 

@@ -12,7 +12,7 @@
 namespace k3 {
 
 void kda_layer_forward(const KdaWeights& w, const TextConfig& c, const BatchLayout& batch, int index, const float* x,
-                       float* out, const KdaOptions& options) {
+                       float* out, const KdaOptions& options, Precision precision) {
   const int64_t N = batch.rows;
   const int H = c.kda.num_heads, D = c.kda.head_dim, W = c.kda.conv_kernel;
   const int64_t P = c.kda_width();
@@ -25,9 +25,9 @@ void kda_layer_forward(const KdaWeights& w, const TextConfig& c, const BatchLayo
   // the forward-substitution change) slower on it, 96 heads x 4096 tokens.
   auto head_row = [N, D](int64_t h, int64_t row) { return (h * N + row) * D; };
   std::vector<float> q_raw(N * P), k_raw(N * P), v_raw(N * P), q(N * P), k(N * P), v(N * P);
-  linear(w.q, x, N, q_raw.data());
-  linear(w.k, x, N, k_raw.data());
-  linear(w.v, x, N, v_raw.data());
+  linear(w.q, x, N, q_raw.data(), precision);
+  linear(w.k, x, N, k_raw.data(), precision);
+  linear(w.v, x, N, v_raw.data(), precision);
   global_pool().run(H, [&](int64_t h, int) {
     for (const BatchSegment& s : batch.segments) {
       KdaLayerState& st = s.state->kda[index];
@@ -45,8 +45,8 @@ void kda_layer_forward(const KdaWeights& w, const TextConfig& c, const BatchLayo
   // Forget gate g (log decay, head-major; q_raw's buffer is free again) and beta ([N][H]).
   std::vector<float> fa(N * D), g_tok(N * P), beta(N * H);
   std::vector<float>& g = q_raw;
-  linear(w.f_a, x, N, fa.data());
-  linear(w.f_b, fa.data(), N, g_tok.data());
+  linear(w.f_a, x, N, fa.data(), precision);
+  linear(w.f_b, fa.data(), N, g_tok.data(), precision);
   for (int64_t t = 0; t < N; ++t)
     for (int h = 0; h < H; ++h) {
       const float a = std::exp(w.a_log[h]);
@@ -64,7 +64,7 @@ void kda_layer_forward(const KdaWeights& w, const TextConfig& c, const BatchLayo
     sigmoid(g.data(), N * P, g.data());
     for (float& e : g) e *= lb;
   }
-  linear(w.b, x, N, beta.data());
+  linear(w.b, x, N, beta.data(), precision);
   sigmoid(beta.data(), N * H, beta.data());
 
   // Delta rule per (sequence, head), spread over the thread pool; o head-major in k_raw's buffer,
@@ -100,14 +100,14 @@ void kda_layer_forward(const KdaWeights& w, const TextConfig& c, const BatchLayo
   // Output gate and projection.
   std::vector<float> gate(N * P);
   if (!w.g.empty()) {
-    linear(w.g, x, N, gate.data());
+    linear(w.g, x, N, gate.data(), precision);
   } else {
     std::vector<float> ga(N * w.g_a.rows);
-    linear(w.g_a, x, N, ga.data());
-    linear(w.g_b, ga.data(), N, gate.data());
+    linear(w.g_a, x, N, ga.data(), precision);
+    linear(w.g_b, ga.data(), N, gate.data(), precision);
   }
   rms_norm_sigmoid_gated(o.data(), gate.data(), N * H, D, w.o_norm.data(), c.rms_norm_eps, o.data());
-  linear(w.o, o.data(), N, out);
+  linear(w.o, o.data(), N, out, precision);
 }
 
 }  // namespace k3

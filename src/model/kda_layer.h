@@ -6,6 +6,7 @@
 #pragma once
 
 #include "kernels/kda.h"
+#include "kernels/linear.h"
 #include "model/batch.h"
 #include "model/weights.h"
 
@@ -16,8 +17,9 @@ struct KdaOptions {
   bool force_recurrent = false;  // token-by-token even for multi-token steps (tests)
 };
 
-// x: normed layer input [rows, hidden]; out: [rows, hidden].  `index` = ordinal among KDA layers.
+// x: normed layer input [rows, hidden]; out: [rows, hidden].  `index` = ordinal among KDA layers;
+// `precision`: that of the layer's projections (kernels/linear.h).
 void kda_layer_forward(const KdaWeights& w, const TextConfig& c, const BatchLayout& batch, int index, const float* x,
-                       float* out, const KdaOptions& options = {});
+                       float* out, const KdaOptions& options = {}, Precision precision = Precision::kF32);
 
 }  // namespace k3

@@ -23,10 +23,10 @@ struct Dims {
 // together (mla_decode_attention reads it once); per head, W_UV maps the attended latents back.
 template <class Elem>
 void attend_absorbed(const MlaWeights& w, const Dims& m, const Elem* cache, const float* q, int64_t len, int64_t pos0,
-                     float scale, float* o) {
+                     float scale, float* o, Precision precision) {
   std::vector<float> qfull(len * m.H * m.width), olat(len * m.H * m.lora);
   global_pool().run(m.H, [&](int64_t h, int) {
-    std::vector<float> qn(len * m.nope), ql(len * m.lora), ov(len * m.vdim), ol(len * m.lora);
+    std::vector<float> qn(len * m.nope), ql(len * m.lora);
     for (int64_t i = 0; i < len; ++i)
       std::copy_n(q + i * m.H * m.qk + h * m.qk, m.nope, &qn[i * m.nope]);
     linear_transposed(w.kv_b.row_slice(h * m.kvb, m.nope), qn.data(), len, ql.data());
@@ -42,19 +42,19 @@ void attend_absorbed(const MlaWeights& w, const Dims& m, const Elem* cache, cons
   global_pool().run(m.H, [&](int64_t h, int) {
     std::vector<float> ol(len * m.lora), ov(len * m.vdim);
     for (int64_t i = 0; i < len; ++i) std::copy_n(&olat[(i * m.H + h) * m.lora], m.lora, &ol[i * m.lora]);
-    linear(w.kv_b.row_slice(h * m.kvb + m.nope, m.vdim), ol.data(), len, ov.data());
+    linear(w.kv_b.row_slice(h * m.kvb + m.nope, m.vdim), ol.data(), len, ov.data(), precision);
     for (int64_t i = 0; i < len; ++i) std::copy_n(&ov[i * m.vdim], m.vdim, o + i * m.H * m.vdim + h * m.vdim);
   });
 }
 
 // The same via decompressed per-head keys and values.
 void attend_naive(const MlaWeights& w, const Dims& m, const float* cache, const float* q, int64_t len, int64_t pos0,
-                  float scale, float* o) {
+                  float scale, float* o, Precision precision) {
   const int64_t n = pos0 + len;
   std::vector<float> lat(n * m.lora), kv(n * m.H * m.kvb);
   for (int64_t s = 0; s < n; ++s)
     for (int j = 0; j < m.lora; ++j) lat[s * m.lora + j] = cache[s * m.width + j];
-  linear(w.kv_b, lat.data(), n, kv.data());
+  linear(w.kv_b, lat.data(), n, kv.data(), precision);
   global_pool().run(m.H, [&](int64_t h, int) {
     std::vector<float> keys(n * m.qk), scratch(n);
     for (int64_t s = 0; s < n; ++s) {
@@ -75,7 +75,7 @@ void attend_naive(const MlaWeights& w, const Dims& m, const float* cache, const 
 }  // namespace
 
 void mla_layer_forward(const MlaWeights& w, const TextConfig& c, const BatchLayout& batch, int index, const float* x,
-                       float* out, const MlaOptions& options) {
+                       float* out, const MlaOptions& options, Precision precision) {
   const int64_t N = batch.rows;
   Dims m{c.num_heads, c.qk_nope_head_dim, c.qk_rope_head_dim, c.v_head_dim, c.kv_lora_rank,
          c.mla_qk_head_dim(), c.mla_cache_width(), c.qk_nope_head_dim + c.v_head_dim};
@@ -83,14 +83,14 @@ void mla_layer_forward(const MlaWeights& w, const TextConfig& c, const BatchLayo
   std::vector<float> q(N * m.H * m.qk);
   if (!w.q_a.empty()) {
     std::vector<float> cq(N * w.q_a.rows);
-    linear(w.q_a, x, N, cq.data());
+    linear(w.q_a, x, N, cq.data(), precision);
     rms_norm(cq.data(), N, w.q_a.rows, w.q_a_norm.data(), c.mla_norm_eps, cq.data());
-    linear(w.q_b, cq.data(), N, q.data());
+    linear(w.q_b, cq.data(), N, q.data(), precision);
   } else {
-    linear(w.q_b, x, N, q.data());
+    linear(w.q_b, x, N, q.data(), precision);
   }
   std::vector<float> ckv(N * m.width);
-  linear(w.kv_a, x, N, ckv.data());
+  linear(w.kv_a, x, N, ckv.data(), precision);
   for (int64_t t = 0; t < N; ++t)
     rms_norm(&ckv[t * m.width], 1, m.lora, w.kv_a_norm.data(), c.mla_norm_eps, &ckv[t * m.width]);
 
@@ -106,8 +106,8 @@ void mla_layer_forward(const MlaWeights& w, const TextConfig& c, const BatchLayo
     const int64_t count = s.len * m.width;
     if (s.state->cache_dtype() == CacheDtype::kF32) {
       state.latent.insert(state.latent.end(), rows, rows + count);
-      if (naive) attend_naive(w, m, state.latent.data(), qs, s.len, s.pos0, scale, os);
-      else attend_absorbed(w, m, state.latent.data(), qs, s.len, s.pos0, scale, os);
+      if (naive) attend_naive(w, m, state.latent.data(), qs, s.len, s.pos0, scale, os, precision);
+      else attend_absorbed(w, m, state.latent.data(), qs, s.len, s.pos0, scale, os, precision);
     } else {
       // New rows are rounded once, when appended; every later read widens them exactly, so a
       // token attends its own row as rounded, whichever path and chunking runs it.
@@ -118,18 +118,18 @@ void mla_layer_forward(const MlaWeights& w, const TextConfig& c, const BatchLayo
       if (naive) {
         std::vector<float> wide(cache.size());
         for (size_t i = 0; i < wide.size(); ++i) wide[i] = bf16_to_f32(cache[i]);
-        attend_naive(w, m, wide.data(), qs, s.len, s.pos0, scale, os);
+        attend_naive(w, m, wide.data(), qs, s.len, s.pos0, scale, os, precision);
       } else {
-        attend_absorbed(w, m, cache.data(), qs, s.len, s.pos0, scale, os);
+        attend_absorbed(w, m, cache.data(), qs, s.len, s.pos0, scale, os, precision);
       }
     }
   }
   if (!w.g.empty()) {
     std::vector<float> gate(N * m.H * m.vdim);
-    linear(w.g, x, N, gate.data());
+    linear(w.g, x, N, gate.data(), precision);
     for (size_t i = 0; i < o.size(); ++i) o[i] *= sigmoid(gate[i]);
   }
-  linear(w.o, o.data(), N, out);
+  linear(w.o, o.data(), N, out, precision);
 }
 
 }  // namespace k3

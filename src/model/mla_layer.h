@@ -8,6 +8,7 @@
 // output is multiplied by sigmoid(g_proj x) before o_proj.
 #pragma once
 
+#include "kernels/linear.h"
 #include "model/batch.h"
 #include "model/weights.h"
 
@@ -21,6 +22,6 @@ struct MlaOptions {
 };
 
 void mla_layer_forward(const MlaWeights& w, const TextConfig& c, const BatchLayout& batch, int index, const float* x,
-                       float* out, const MlaOptions& options = {});
+                       float* out, const MlaOptions& options = {}, Precision precision = Precision::kF32);
 
 }  // namespace k3

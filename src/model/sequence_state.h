@@ -1,5 +1,5 @@
 // Everything one sequence carries between forward calls: per KDA layer the fp32 recurrent
-// state (heads x V x K, V-first) and the short-conv history (the last W-1 raw q/k/v
+// state (heads x K x V, key-major: S[k][v], see kernels/kda.h) and the short-conv history (the last W-1 raw q/k/v
 // projections), per MLA layer the latent cache (576-wide rows in K3: kv_a_layernorm(c_kv) then
 // k_rope), and the number of tokens consumed.  AttnRes needs no cross-token state.
 //

@@ -237,7 +237,7 @@ BenchResult bench_mxfp4_gemv(ThreadPool& pool, const MachineLimits& m, int64_t r
 // 896 experts over a 2k-token prompt give ~36 per expert), the experts of ex rotated beyond the
 // LLC as in a prefill step, under the current precision.
 BenchResult bench_mxfp4_gemm(ThreadPool& pool, const MachineLimits& m, const Mxfp4Experts& ex, int64_t n,
-                             const std::string& which, int reps) {
+                             const std::string& which, int reps, Precision precision = Precision::kF32) {
   std::vector<float> x(n * ex.cols), y(n * ex.rows);
   fill_f32(x, 7, 1.0f);
   const int experts = static_cast<int>(ex.packed.size());
@@ -246,7 +246,7 @@ BenchResult bench_mxfp4_gemm(ThreadPool& pool, const MachineLimits& m, const Mxf
       pool, m, "mxfp4_gemm_" + which + "_" + std::to_string(ex.rows) + "x" + std::to_string(ex.cols) + "_n" + std::to_string(n),
       2.0 * ex.rows * ex.cols * n, reps,
       [&] {
-        linear(ex.matrix(next), x.data(), n, y.data());
+        linear(ex.matrix(next), x.data(), n, y.data(), precision);
         next = (next + 1) % experts;
       },
       experts);
@@ -255,14 +255,15 @@ BenchResult bench_mxfp4_gemm(ThreadPool& pool, const MachineLimits& m, const Mxf
 }
 
 // Prefill GEMM: bf16 weights, fp32 activations, n tokens.
-BenchResult bench_gemm(ThreadPool& pool, const MachineLimits& m, int64_t rows, int64_t cols, int64_t n, int reps) {
+BenchResult bench_gemm(ThreadPool& pool, const MachineLimits& m, int64_t rows, int64_t cols, int64_t n, int reps,
+                       Precision precision = Precision::kF32) {
   std::vector<uint16_t> w(rows * cols);
   fill_bf16(pool, w, 77);
   std::vector<float> x(n * cols), y(n * rows);
   fill_f32(x, 8, 1.0f);
   Matrix mat{WeightFormat::kBF16, rows, cols, w.data(), nullptr};
   return fp32_flops_figure(pool, m, "gemm_bf16_" + std::to_string(rows) + "x" + std::to_string(cols) + "_n" + std::to_string(n),
-                           2.0 * rows * cols * n, reps, [&] { linear(mat, x.data(), n, y.data()); });
+                           2.0 * rows * cols * n, reps, [&] { linear(mat, x.data(), n, y.data(), precision); });
 }
 
 struct KdaData {
@@ -347,9 +348,8 @@ std::vector<BenchResult> run_kernel_benches(ThreadPool& pool, const MachineLimit
                         out.push_back(bench_mxfp4_gemm(pool, m, ex2, n, "w2", reps));
                       }
                       if (m.bf16_gflops > 0 && bf16_dot_available()) {  // --precision bf16-all
-                        const LinearPrecisionScope bf16(Precision::kBf16All);
                         const double before = measure_bf16_peak_once(pool);
-                        BenchResult r = bench_mxfp4_gemm(pool, m, ex, n, "w1", reps);
+                        BenchResult r = bench_mxfp4_gemm(pool, m, ex, n, "w1", reps, Precision::kBf16All);
                         const double peak = std::max({m.bf16_gflops, before, measure_bf16_peak_once(pool)});
                         as_bf16_figure(r, "mxfp4_gemm_bf16act_w1_" + std::to_string(rows) + "x" + std::to_string(cols) + "_n" +
                                               std::to_string(n),
@@ -369,10 +369,9 @@ std::vector<BenchResult> run_kernel_benches(ThreadPool& pool, const MachineLimit
                       // The opt-in --precision bf16 path: bf16-rounded activations, on the AMX tiles
                       // where present, else vdpbf16ps; the ratio is to that unit's peak.
                       if (m.bf16_gflops > 0 && bf16_dot_available()) {
-                        const LinearPrecisionScope bf16(Precision::kBf16);
                         const bool amx = m.amx_bf16_gflops > 0;
                         const double before = amx ? 0.0 : measure_bf16_peak_once(pool);
-                        BenchResult r = bench_gemm(pool, m, rows, cols, n, reps);
+                        BenchResult r = bench_gemm(pool, m, rows, cols, n, reps, Precision::kBf16);
                         const double peak =
                             amx ? m.amx_bf16_gflops : std::max({m.bf16_gflops, before, measure_bf16_peak_once(pool)});
                         as_bf16_figure(r, "gemm_bf16act_" + std::to_string(rows) + "x" + std::to_string(cols) + "_n" + std::to_string(n),

@@ -1,12 +1,11 @@
 // AMX-BF16 probe loop: the peak rate of the tile unit (Isa::kAmx).
-#include <immintrin.h>
-
 #include <cstdint>
 
 #include "perf/machine.h"
 
-#pragma GCC push_options
-#pragma GCC target("amx-tile,amx-bf16")
+#include "kernels/simd/isa.h"
+#define K3_ISA_LEVEL K3_ISA_AMX
+#include "kernels/simd/isa_begin.h"
 
 namespace k3::perf_isa {
 
@@ -39,4 +38,5 @@ double amx_bf16_loop(int64_t iters) {
 }
 
 }  // namespace k3::perf_isa
-#pragma GCC pop_options
+
+#include "kernels/simd/isa_end.h"

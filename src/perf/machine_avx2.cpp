@@ -1,15 +1,12 @@
-// AVX2 probe loops (compiled with -mavx2 -mfma).
-#include <immintrin.h>
-
+// AVX2 probe loops (compiled for the AVX2 level, kernels/simd/isa.h).
 #include <cstdint>
 #include <string>
 
 #include "perf/machine.h"
 
-// Everything below is compiled for this instruction set; the headers above (standard library
-// included) keep the baseline target, so no shared inline code ever carries these instructions.
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
+#include "kernels/simd/isa.h"
+#define K3_ISA_LEVEL K3_ISA_AVX2
+#include "kernels/simd/isa_begin.h"
 
 namespace k3::perf_isa {
 
@@ -44,4 +41,5 @@ double fma_loop_avx2(int64_t iters) {
 }
 
 }  // namespace k3::perf_isa
-#pragma GCC pop_options
+
+#include "kernels/simd/isa_end.h"

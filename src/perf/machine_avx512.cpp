@@ -1,15 +1,12 @@
-// AVX-512 probe loops (compiled with -mavx512f -mavx512bf16).
-#include <immintrin.h>
-
+// AVX-512 probe loops (compiled for the AVX-512 + BF16 level, kernels/simd/isa.h).
 #include <cstdint>
 #include <string>
 
 #include "perf/machine.h"
 
-// Everything below is compiled for this instruction set; the headers above (standard library
-// included) keep the baseline target, so no shared inline code ever carries these instructions.
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512bf16,fma")
+#include "kernels/simd/isa.h"
+#define K3_ISA_LEVEL K3_ISA_AVX512BF16
+#include "kernels/simd/isa_begin.h"
 
 namespace k3::perf_isa {
 
@@ -55,4 +52,5 @@ double bf16_dot_loop_avx512(int64_t iters) {
 }
 
 }  // namespace k3::perf_isa
-#pragma GCC pop_options
+
+#include "kernels/simd/isa_end.h"

@@ -4,8 +4,9 @@
 // accumulated per block, so the [queries, keys] score matrix never exists.  Products are
 // register-blocked micro-tiles (4 query rows x 64 keys / 4 rows x 64 output columns under
 // AVX-512); exp is a polynomial (Cephes expf: within 2 ulp of expf on [-87, 0]).
-// attention_kernels.cpp compiles the loops as the reference build, attention_kernels_avx2.cpp /
-// _avx512.cpp for wider vectors (run-time dispatch on active_isa(), like src/kernels).  The
+// attention_kernels.cpp compiles the loops as the portable build (4-wide, baseline ISA),
+// attention_kernels_isa.cpp once per instruction-set level with wider vectors (run-time dispatch
+// on active_isa(), like src/kernels).  The
 // blocking is relative to each call's own queries and keys (one image), so an image's result
 // does not depend on what is packed with it.
 #pragma once
@@ -32,11 +33,11 @@ void attention_tile(const float* q, int64_t nq, const float* kt, const float* v,
                     float scale, float* out, int64_t ldo, float* scratch);
 int64_t attention_scratch_floats(int64_t nq, int hd_pad);
 
-namespace ref {
+namespace portable {
 AttentionBlocking attention_blocking();
 void attention_tile(const float* q, int64_t nq, const float* kt, const float* v, int64_t n, int hd, int hd_pad,
                     float scale, float* out, int64_t ldo, float* scratch);
-}  // namespace ref
+}  // namespace portable
 namespace avx2 {
 AttentionBlocking attention_blocking();
 void attention_tile(const float* q, int64_t nq, const float* kt, const float* v, int64_t n, int hd, int hd_pad,

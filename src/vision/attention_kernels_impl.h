@@ -1,7 +1,7 @@
 // The flash-attention tile of attention_kernels.h, included only by attention_kernels.cpp
-// (reference build) and attention_kernels_avx2.cpp / _avx512.cpp (vector builds), which set
+// (portable build) and attention_kernels_isa.cpp (one build per instruction-set level), which set
 // K3_VISION_VEC (floats per vector register: 4, 8 or 16) and then define the entry points with
-// K3_VISION_DEFINE_ATTENTION_KERNELS inside their ISA namespace.
+// K3_VISION_DEFINE_ATTENTION_KERNELS inside their level's namespace.
 //
 // The register blocking uses GCC vector extensions (vector_size = K3_VISION_VEC floats), so one
 // source gives 4x4 16-wide accumulators under AVX-512, 4x3 8-wide ones under AVX2 and 4x3
@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/simd/exp.h"
 #include "vision/attention_kernels.h"
 
 #ifndef K3_VISION_VEC
@@ -39,18 +40,20 @@ inline void store(float* p, vf v) { *reinterpret_cast<vf*>(p) = v; }
 inline vf splat(float x) { return x - vf{}; }  // x - 0 == x for every x (so it folds to a broadcast)
 
 // exp(x) for x <= 0 (inputs below -87 give exp(-87) ~ 1.6e-38 instead of a denormal or 0):
-// Cephes expf, range reduction by ln 2, degree-7 polynomial, exponent built from the bits.
+// Cephes expf (kernels/simd/exp.h) in scalar steps, which the loops calling it vectorise; the
+// exponent is built from the bits.
 inline float exp_nonpositive(float x) {
+  using namespace simd;
   x = x < -87.0f ? -87.0f : x;
-  const float t = x * 1.44269504088896341f + 12582912.0f;  // 1.5 * 2^23: rounds x/ln2 to an integer
+  const float t = x * kExpLog2e + 12582912.0f;  // 1.5 * 2^23: rounds x/ln2 to an integer
   const float k = t - 12582912.0f;
-  const float r = (x - k * 0.693359375f) - k * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
+  const float r = (x - k * kExpLn2Hi) - k * kExpLn2Lo;
+  float p = kExpP0;
+  p = p * r + kExpP1;
+  p = p * r + kExpP2;
+  p = p * r + kExpP3;
+  p = p * r + kExpP4;
+  p = p * r + kExpP5;
   p = p * (r * r) + r + 1.0f;
   // t's low mantissa bits hold k (-126..0); 2^k is built from them (unsigned: no UB on NaN).
   const uint32_t e = std::bit_cast<uint32_t>(t) - 0x4B400000u + 127u;

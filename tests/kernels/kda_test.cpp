@@ -112,7 +112,7 @@ TEST(Kda, ChunkedMatchesRecurrent) {
           KdaInputs in = make_inputs(rng, T, K, V, g_min);
           std::vector<float> s0 = testing::random_vec(rng, K * V, 0.2);
           std::vector<float> s_rec = s0, o_rec(T * V);
-          ref::kda_recurrent(io_for(in, o_rec), T, K, V, s_rec.data());
+          portable::kda_recurrent(io_for(in, o_rec), T, K, V, s_rec.data());
           testing::for_each_isa([&](Isa) {  // ref: pairwise form; vector ISAs: factorised form
             std::vector<float> s_chk = s0, o_chk(T * V);
             kda_chunked(io_for(in, o_chk), T, K, V, chunk, s_chk.data());
@@ -143,7 +143,7 @@ TEST(Kda, ChunkedAtExtremeDecays) {
         if (d % 3 == 1) in.g[t * 128 + d] = -1e-4f;
       }
     std::vector<float> s0 = testing::random_vec(rng, 128 * 128, 0.2), s_rec = s0, o_rec(T * 128);
-    ref::kda_recurrent(io_for(in, o_rec), T, 128, 128, s_rec.data());
+    portable::kda_recurrent(io_for(in, o_rec), T, 128, 128, s_rec.data());
     testing::for_each_isa([&](Isa) {
       for (int chunk : {16, kKdaChunk}) {
         std::vector<float> s_chk = s0, o_chk(T * 128);

@@ -60,7 +60,7 @@ std::vector<double> exact_product(const Matrix& m, const std::vector<float>& x, 
   std::vector<double> y(n * m.rows);
   std::vector<float> row(m.cols);
   for (int64_t r = 0; r < m.rows; ++r) {
-    ref::dequant_row(m, r, row.data());
+    portable::dequant_row(m, r, row.data());
     for (int64_t t = 0; t < n; ++t) {
       double acc = 0;
       for (int64_t c = 0; c < m.cols; ++c) acc += static_cast<double>(row[c]) * x[t * m.cols + c];
@@ -85,10 +85,10 @@ std::vector<double> exact_product(const Matrix& m, const std::vector<float>& x, 
 // Whether every token's product alone (the GEMV) is bit-identical to its values in `all`, the
 // product of W with the n tokens of x in one call.
 ::testing::AssertionResult tokens_match_alone(const Matrix& m, const std::vector<float>& x, int64_t n,
-                                              const std::vector<float>& all) {
+                                              const std::vector<float>& all, Precision p = Precision::kF32) {
   std::vector<float> one(m.rows);
   for (int64_t tok = 0; tok < n; ++tok) {
-    linear(m, x.data() + tok * m.cols, 1, one.data());
+    linear(m, x.data() + tok * m.cols, 1, one.data(), p);
     for (int64_t r = 0; r < m.rows; ++r)
       if (one[r] != all[tok * m.rows + r])
         return ::testing::AssertionFailure() << "token " << tok << " row " << r << ": " << one[r] << " alone, "
@@ -197,7 +197,7 @@ TEST(LinearMxfp4, ExtremeScales) {
     for (size_t i = 0; i < x.size(); ++i) xa[i] = std::fabs(x[i]);
     std::vector<double> mag(n * rows);
     for (int64_t r = 0; r < rows; ++r) {
-      ref::dequant_row(m, r, row.data());
+      portable::dequant_row(m, r, row.data());
       for (int64_t t = 0; t < n; ++t)
         for (int64_t c = 0; c < cols; ++c) mag[t * rows + r] += std::fabs(static_cast<double>(row[c])) * xa[t * cols + c];
     }
@@ -227,17 +227,16 @@ TEST(LinearMxfp4, ExtremeScales) {
 void expect_rounded_product(const TestMatrix& t, const std::vector<float>& x, int64_t n, Precision p) {
   const int64_t R = t.m.rows, C = t.m.cols;
   std::vector<float> xr(n * C);
-  ref::round_to_bf16(x.data(), n * C, xr.data());
+  portable::round_to_bf16(x.data(), n * C, xr.data());
   const std::vector<double> want = exact_product(t.m, xr, n);
   for_each_isa([&](Isa) {
-    LinearPrecisionScope bf16(p);
     std::vector<float> all(n * R);
-    linear(t.m, x.data(), n, all.data());
+    linear(t.m, x.data(), n, all.data(), p);
     ASSERT_TRUE(near_exact(all, want, C));
-    ASSERT_TRUE(tokens_match_alone(t.m, x, n, all));
+    ASSERT_TRUE(tokens_match_alone(t.m, x, n, all, p));
     if (R > 2) {
       std::vector<float> part(n * R, 0.0f);
-      linear_rows(t.m, x.data(), n, part.data(), 1, R - 1);
+      linear_rows(t.m, x.data(), n, part.data(), 1, R - 1, p);
       for (int64_t tok = 0; tok < n; ++tok)
         for (int64_t r = 1; r < R - 1; ++r) ASSERT_EQ(part[tok * R + r], all[tok * R + r]);
     }
@@ -254,31 +253,21 @@ TEST(LinearBf16Precision, MatchesRoundedReferenceAndIsBatchInvariant) {
     TestMatrix t = make_matrix(WeightFormat::kBF16, R, C, rng);
     expect_rounded_product(t, random_vec(rng, n * C), n, Precision::kBf16);
   }
-  EXPECT_EQ(linear_precision(), Precision::kF32);  // the scope restored it
-  // fp32 weights ignore the setting; MXFP4 weights ignore kBf16 (only kBf16All reaches them).
+  // fp32 weights ignore the precision; MXFP4 weights ignore kBf16 (only kBf16All reaches them).
   for (auto [fmt, p] : {std::pair{WeightFormat::kF32, Precision::kBf16}, std::pair{WeightFormat::kF32, Precision::kBf16All},
                         std::pair{WeightFormat::kMxfp4, Precision::kBf16}}) {
     TestMatrix q = make_matrix(fmt, 8, 64, rng);
     std::vector<float> x = random_vec(rng, 64), a(8), b(8);
     linear(q.m, x.data(), 1, a.data());
-    {
-      LinearPrecisionScope bf16(p);
-      linear(q.m, x.data(), 1, b.data());
-    }
+    linear(q.m, x.data(), 1, b.data(), p);
     EXPECT_EQ(a, b) << format_name(fmt) << " " << precision_name(p);
   }
   // kBf16All rounds bf16-weight products exactly as kBf16 does.
   {
     TestMatrix q = make_matrix(WeightFormat::kBF16, 9, 200, rng);
     std::vector<float> x = random_vec(rng, 3 * 200), a(27), b(27);
-    {
-      LinearPrecisionScope bf16(Precision::kBf16);
-      linear(q.m, x.data(), 3, a.data());
-    }
-    {
-      LinearPrecisionScope all(Precision::kBf16All);
-      linear(q.m, x.data(), 3, b.data());
-    }
+    linear(q.m, x.data(), 3, a.data(), Precision::kBf16);
+    linear(q.m, x.data(), 3, b.data(), Precision::kBf16All);
     EXPECT_EQ(a, b);
   }
   EXPECT_EQ(parse_precision("bf16-all"), Precision::kBf16All);
@@ -366,7 +355,7 @@ TEST(LinearBf16, LargeBatchesMatchTheExactProduct) {
     double ref_err = 0;
     {
       std::vector<float> y(n * R);
-      ref::linear_rows(t.m, x.data(), n, y.data(), 0, R);
+      portable::linear_rows(t.m, x.data(), n, y.data(), 0, R);
       for (size_t i = 0; i < y.size(); ++i) ref_err = std::max(ref_err, std::fabs(y[i] - want[i]));
     }
     for_each_isa([&](Isa) {
@@ -480,13 +469,12 @@ TEST(LinearBatch, EqualsSeparateCallsAndTheExactProduct) {
       if (xs[sp.x].empty()) xs[sp.x] = random_vec(rng, std::max<int64_t>(sp.n, 1) * sp.cols);
     }
     for (Precision p : {Precision::kF32, Precision::kBf16All}) {
-      const LinearPrecisionScope scope(p);
       for_each_isa([&](Isa) {
         std::vector<std::vector<float>> ys(specs.size());
         std::vector<LinearJob> jobs;
         for (size_t j = 0; j < specs.size(); ++j) {
           ys[j].assign(static_cast<size_t>(specs[j].n * specs[j].rows), -7.0f);
-          jobs.push_back({&ms[j].m, xs[specs[j].x].data(), specs[j].n, ys[j].data()});
+          jobs.push_back({&ms[j].m, xs[specs[j].x].data(), specs[j].n, ys[j].data(), p});
         }
         linear_batch(jobs);
         for (size_t j = 0; j < specs.size(); ++j) {
@@ -494,7 +482,7 @@ TEST(LinearBatch, EqualsSeparateCallsAndTheExactProduct) {
           SCOPED_TRACE(::testing::Message() << "job " << j << " " << format_name(sp.fmt) << " " << sp.rows << "x"
                                             << sp.cols << " n=" << sp.n << " " << precision_name(p));
           std::vector<float> alone(static_cast<size_t>(sp.n * sp.rows));
-          linear(ms[j].m, xs[sp.x].data(), sp.n, alone.data());
+          linear(ms[j].m, xs[sp.x].data(), sp.n, alone.data(), p);
           ASSERT_EQ(ys[j], alone);
           if (p != Precision::kF32 || sp.n == 0) continue;
           std::vector<float> x(xs[sp.x].begin(), xs[sp.x].begin() + sp.n * sp.cols);
@@ -518,7 +506,7 @@ TEST(LinearTransposed, MatchesPlainSum) {
           for (int c = 0; c < 64; ++c) {
             double acc = 0;
             for (int r = 0; r < 19; ++r) {
-              ref::dequant_row(t.m, r, row.data());
+              portable::dequant_row(t.m, r, row.data());
               acc += static_cast<double>(row[c]) * x[tok * 19 + r];
             }
             EXPECT_NEAR(y[tok * 64 + c], acc, 1e-5);
@@ -534,8 +522,8 @@ TEST(Matrix, RowSliceAndBytes) {
   EXPECT_EQ(t.m.bytes(), 8u * 32 + 8u * 2);
   Matrix s = t.m.row_slice(3, 2);
   std::vector<float> a(64), b(64);
-  ref::dequant_row(t.m, 4, a.data());
-  ref::dequant_row(s, 1, b.data());
+  portable::dequant_row(t.m, 4, a.data());
+  portable::dequant_row(s, 1, b.data());
   EXPECT_EQ(a, b);
 }
 

@@ -48,7 +48,7 @@ TEST(Mxfp4, ReleaseGoldenRow) {
   // The same bytes through the matrix path (every ISA uses the shuffled layout).
   Matrix m{WeightFormat::kMxfp4, 1, 32, packed, &scale};
   float row[32];
-  ref::dequant_row(m, 0, row);
+  portable::dequant_row(m, 0, row);
   for (int i = 0; i < 16; ++i) EXPECT_EQ(row[i], golden[i]);
 }
 

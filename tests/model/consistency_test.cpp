@@ -192,7 +192,7 @@ TEST(EmbeddingOverride, ReplacesTheInputRow) {
   auto model = Model::load(testing::fixture_dir("k3-tiny-a"));
   const int64_t d = model->text().hidden_size;
   std::vector<float> row(d);
-  ref::dequant_row(model->weights().embed, 77, row.data());
+  portable::dequant_row(model->weights().embed, 77, row.data());
   const std::vector<int32_t> a = {5, 77, 9}, b = {5, 300, 9};
   SequenceState sa = model->new_sequence(), sb = model->new_sequence();
   std::vector<float> la, lb;

@@ -1,21 +1,26 @@
-// Vectorised SiTU-GLU and SiLU-GLU over a vector `Tr` (simd::Avx2 / simd::Avx512); included by
-// activation_avx2.cpp / activation_avx512.cpp after their ISA pragma.
+// Sigmoid, SiLU, sigmoid gating, SiTU-GLU and SiLU-GLU over the level's vector type, compiled
+// once per instruction-set level (kernels/simd/isa.h); every element, tails included, takes the
+// vector path.
 //
 // tanh(x): for |x| < 0.5 the odd Taylor series through x^15 (truncation < 5e-9), else
 // 1 - 2 / (e^(2|x|) + 1) with the sign of x (1 for large |x|, as e^(2|x|) saturates);
 // sigmoid(x) = 1 / (1 + e^-x).  Both within a few ulp of the scalar std::tanh / std::exp forms
 // in activation.h, which the tests compare them with over many inputs.
-#pragma once
-
 #include <cstdint>
 
-namespace k3::act_detail {
+#include "kernels/activation.h"
 
-template <class Tr>
+#include "kernels/simd/isa_begin.h"
+
+namespace k3::K3_ISA_NS {
+namespace {
+
+using Tr = Vec;
+using V = Vec::V;
+constexpr int L = Vec::kLanes;
+
+// The element operations and the loop that applies them.
 struct Act {
-  using V = typename Tr::V;
-  static constexpr int L = Tr::kLanes;
-
   static V tanh(V x) {
     const V ax = Tr::abs(x);
     const V x2 = Tr::mul(ax, ax);
@@ -87,4 +92,18 @@ struct Act {
   }
 };
 
-}  // namespace k3::act_detail
+}  // namespace
+
+void sigmoid(const float* x, int64_t n, float* out) { Act::sigmoid_times<false, false>(x, nullptr, n, out); }
+void silu(const float* x, int64_t n, float* out) { Act::sigmoid_times<true, false>(x, nullptr, n, out); }
+void mul_sigmoid(const float* x, const float* gate, int64_t n, float* out) {
+  Act::sigmoid_times<false, true>(gate, x, n, out);
+}
+void situ_glu(const float* g, const float* u, int64_t n, float b1, float b2, float* out) {
+  Act::situ_glu(g, u, n, b1, b2, out);
+}
+void silu_glu(const float* g, const float* u, int64_t n, float* out) { Act::silu_glu(g, u, n, out); }
+
+}  // namespace k3::K3_ISA_NS
+
+#include "kernels/simd/isa_end.h"
