@@ -8,6 +8,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libpcre2-dev libcpp-httplib-dev libpng-dev libjpeg-dev
   liburing-dev libedit-dev
+  openmpi-bin libopenmpi-dev
 )
 
 missing=()

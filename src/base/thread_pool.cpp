@@ -163,6 +163,8 @@ void ThreadPool::run(int64_t tasks, const std::function<void(int64_t, int)>& fn)
   }
 }
 
+bool in_pool_task() { return t_in_pool_task; }
+
 SerialScope::SerialScope() : saved_(t_in_pool_task) { t_in_pool_task = true; }
 SerialScope::~SerialScope() { t_in_pool_task = saved_; }
 

@@ -67,6 +67,10 @@ class ThreadPool {
   std::mutex run_mutex_;  // one job at a time across caller threads
 };
 
+// Whether this thread is running a pool task (a worker, or a caller inside run()) or is under a
+// SerialScope: work started here runs inline, on this thread alone.
+bool in_pool_task();
+
 // While alive, pool jobs started from this thread run inline on it (for callers that already
 // parallelise at a coarser grain, e.g. one task per attention head).
 class SerialScope {

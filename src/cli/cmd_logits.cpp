@@ -1,6 +1,7 @@
 // k3 logits: one prefill, every position's logits written as F32 `logits` [T, vocab].
 #include "base/error.h"
 #include "cli/commands.h"
+#include "dist/world.h"
 #include "engine/generator.h"
 #include "io/safetensors_writer.h"
 #include "model/k3_model.h"
@@ -32,7 +33,7 @@ void add_logits_command(CLI::App& app, Runner& run) {
       std::vector<float> logits = prefill_logits(*model, state, prompt, a->chunk);
       SafetensorsWriter w;
       w.add_f32("logits", {static_cast<int64_t>(prompt.size()), model->text().vocab_size}, logits);
-      w.write(a->out);
+      if (dist::rank() == 0) w.write(a->out);  // every rank holds the same logits
       return 0;
     };
   });

@@ -2,6 +2,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <thread>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -13,6 +15,7 @@
 #include "base/log.h"
 #include "cli/commands.h"
 #include "cli/suggest.h"
+#include "dist/world.h"
 #include "io/mapped_file.h"
 #include "model/sequence_state.h"
 
@@ -47,6 +50,31 @@ std::string conversion_message(const std::string& what) {
   if (what.rfind(head, 0) != 0 || eq == std::string::npos) return what;
   const std::string name = what.substr(head.size(), eq - head.size()), value = what.substr(eq + 3);
   return name + ": must be a whole number within the option's range (got '" + value + "')";
+}
+
+// A multi-process run: every rank runs the same command, rank 0 alone writes stdout and
+// progress, and the others keep stderr for errors.
+void quiet_other_ranks() {
+  if (k3::dist::rank() == 0) return;
+  if (std::freopen("/dev/null", "w", stdout) == nullptr) std::fprintf(stderr, "k3: cannot silence stdout\n");
+  ::setenv("K3_PROGRESS", "0", 1);
+  k3::set_log_level(k3::LogLevel::kError);
+}
+
+// An error ends the whole job.  When every rank meets the same error (a bad option, a prompt
+// too long), rank 0 reports it and its abort ends the others before they speak; an error of one
+// rank alone (its checkpoint copy, its memory) is reported by that rank a moment later.
+int fail(int code, const char* kind, const std::string& what) {
+  const int ranks = k3::dist::launched_size();
+  if (ranks <= 1) {
+    std::fprintf(stderr, "k3: %s: %s\n", kind, what.c_str());
+    return code;
+  }
+  const int rank = k3::dist::launched_rank();
+  if (rank != 0) std::this_thread::sleep_for(std::chrono::seconds(2));
+  std::fprintf(stderr, "k3: %s: rank %d of %d: %s\n", kind, rank, ranks, what.c_str());
+  std::fflush(stderr);
+  k3::dist::abort_all(code);
 }
 
 }  // namespace
@@ -102,10 +130,12 @@ int main(int argc, char** argv) {
   } catch (const CLI::ConversionError& e) {
     // CLI11 says only "Could not convert: --max-tokens = 1.5" when a value passed the option's
     // number check but does not fit its integer type (a fraction, or past the type's range).
+    if (k3::dist::launched_rank() != 0) return e.get_exit_code();  // every rank parsed the same line
     std::fprintf(stderr, "%s\nRun with --help for more information.\n", conversion_message(e.what()).c_str());
     return finish_stdout(e.get_exit_code());
   } catch (const CLI::ParseError& e) {
     // A mistyped subcommand or option: CLI11's message, then the name that was probably meant.
+    if (k3::dist::launched_rank() != 0) return e.get_exit_code();
     const std::string hint = e.get_exit_code() != 0 ? k3::cli::suggest_for_unknown_argument(app, argc, argv) : "";
     if (!hint.empty()) {
       std::fprintf(stderr, "%s\n%s\nRun with --help for more information.\n", e.what(), hint.c_str());
@@ -132,15 +162,14 @@ int main(int argc, char** argv) {
     }
     if (!kv_cache.empty()) k3::set_default_cache_dtype(k3::parse_cache_dtype(kv_cache));
     if (!isa.empty()) k3::request_isa(k3::parse_isa(isa));
+    k3::dist::start();
+    quiet_other_ranks();
     return finish_stdout(run ? run() : 0);
   } catch (const k3::Error& e) {
-    std::fprintf(stderr, "k3: error: %s\n", e.what());
-    return 1;
+    return fail(1, "error", e.what());
   } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "k3: error: out of memory\n");
-    return 1;
+    return fail(1, "error", "out of memory");
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "k3: internal error: %s\n", e.what());
-    return 3;
+    return fail(3, "internal error", e.what());
   }
 }

@@ -10,6 +10,8 @@
 #include "base/error.h"
 #include "base/thread_pool.h"
 #include "base/numeric_types.h"
+#include "dist/row_split.h"
+#include "dist/world.h"
 #include "kernels/batch_pieces.h"
 #include "kernels/linear_amx.h"
 #include "kernels/mxfp4.h"
@@ -248,6 +250,9 @@ struct BatchScratch {
   std::vector<const Prepared*> prep;
   std::vector<BatchShape> shapes;
   std::vector<BatchPiece> pieces;
+  std::vector<dist::RowRange> own;  // the rows this rank computes, per job
+  std::vector<int64_t> counts;
+  std::vector<float> send, all;
 
   Prepared& next() {
     if (used == store.size()) store.emplace_back();
@@ -262,6 +267,45 @@ struct BatchScratch {
     used = 0;
   }
 };
+
+// Every rank's rows of the row-split jobs (split[j]) gathered into each job's y: each rank
+// packs its own rows of every such job, token by token, into one message; one collective
+// exchanges them all.
+void exchange_rows(std::span<const LinearJob> jobs, const std::vector<uint8_t>& split, int rank, int ranks,
+                   BatchScratch& scratch) {
+  std::vector<int64_t>& counts = scratch.counts;
+  counts.assign(static_cast<size_t>(ranks), 0);
+  for (size_t j = 0; j < jobs.size(); ++j)
+    if (split[j])
+      for (int k = 0; k < ranks; ++k) counts[k] += jobs[j].n * dist::rows_of(jobs[j].w->rows, k, ranks).count();
+  int64_t total = 0;
+  for (int64_t c : counts) total += c;
+  std::vector<float>& send = scratch.send;
+  std::vector<float>& all = scratch.all;
+  send.resize(static_cast<size_t>(counts[rank]));
+  all.resize(static_cast<size_t>(total));
+  float* out = send.data();
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    if (!split[j]) continue;
+    const int64_t rows = jobs[j].w->rows;
+    const dist::RowRange r = dist::rows_of(rows, rank, ranks);
+    for (int64_t t = 0; t < jobs[j].n; ++t, out += r.count()) std::copy_n(jobs[j].y + t * rows + r.r0, r.count(), out);
+  }
+  dist::allgather(send.data(), counts, all.data());
+  const float* in = all.data();
+  for (int k = 0; k < ranks; ++k) {
+    if (k == rank) {
+      in += counts[k];
+      continue;
+    }
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      if (!split[j]) continue;
+      const int64_t rows = jobs[j].w->rows;
+      const dist::RowRange r = dist::rows_of(rows, k, ranks);
+      for (int64_t t = 0; t < jobs[j].n; ++t, in += r.count()) std::copy_n(in, r.count(), jobs[j].y + t * rows + r.r0);
+    }
+  }
+}
 
 }  // namespace
 
@@ -309,6 +353,22 @@ void linear_batch(std::span<const LinearJob> jobs) {
   }
   if (total <= 0) return;
 
+  // In a multi-process run this rank computes only its own rows of the row-split products and
+  // then the ranks exchange them.  Only from the thread running the forward step, outside pool
+  // tasks, so that every rank makes the same collective calls in the same order.
+  const int ranks = depth == 1 && !in_pool_task() ? dist::size() : 1;
+  const int rank = ranks > 1 ? dist::rank() : 0;
+  std::vector<dist::RowRange>& own = scratch.own;
+  own.assign(jobs.size(), dist::RowRange{});
+  std::vector<uint8_t> split(jobs.size(), 0);
+  bool any_split = false;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    if (prep[j] == nullptr) continue;
+    split[j] = ranks > 1 && jobs[j].w->row_split;
+    own[j] = split[j] ? dist::rows_of(jobs[j].w->rows, rank, ranks) : dist::RowRange{0, jobs[j].w->rows};
+    any_split |= split[j] != 0;
+  }
+
   // Small products are not worth waking the workers for (AMX ones have a larger threshold).
   const bool any_amx = std::any_of(prep.begin(), prep.end(), [](const Prepared* p) { return p != nullptr && p->amx; });
   const bool serial = pool.size() == 1 || total < (any_amx ? 256.0 : 64.0) * 1024;
@@ -316,7 +376,7 @@ void linear_batch(std::span<const LinearJob> jobs) {
   shapes.assign(jobs.size(), BatchShape{});
   for (size_t j = 0; j < jobs.size(); ++j)
     if (prep[j] != nullptr)
-      shapes[j] = {jobs[j].w->rows, static_cast<double>(jobs[j].w->cols) * static_cast<double>(jobs[j].n),
+      shapes[j] = {own[j].count(), static_cast<double>(jobs[j].w->cols) * static_cast<double>(jobs[j].n),
                    prep[j]->amx ? 48 : 16};
   std::vector<BatchPiece>& pieces = scratch.pieces;
   plan_batch_pieces(shapes, pool.size(), serial, pieces);
@@ -324,16 +384,17 @@ void linear_batch(std::span<const LinearJob> jobs) {
     const BatchPiece& pc = pieces[static_cast<size_t>(i)];
     const LinearJob& job = jobs[pc.job];
     const Prepared& p = *prep[pc.job];
+    const int64_t r0 = own[pc.job].r0 + pc.r0, r1 = own[pc.job].r0 + pc.r1;
     if (p.amx)
-      amx::linear_rows(*job.w, p.packed, job.y, pc.r0, pc.r1);
+      amx::linear_rows(*job.w, p.packed, job.y, r0, r1);
     else
-      rows_prepared(isa, *job.w, p.xp, p.bf ? &p.a : nullptr, job.n, job.y, pc.r0, pc.r1);
+      rows_prepared(isa, *job.w, p.xp, p.bf ? &p.a : nullptr, job.n, job.y, r0, r1);
   };
-  if (serial) {
+  if (serial)
     for (size_t i = 0; i < pieces.size(); ++i) run(static_cast<int64_t>(i), 0);
-    return;
-  }
-  pool.run(static_cast<int64_t>(pieces.size()), run);
+  else
+    pool.run(static_cast<int64_t>(pieces.size()), run);
+  if (any_split) exchange_rows(jobs, split, rank, ranks, scratch);
 }
 
 void linear(const Matrix& w, const float* x, int64_t n, float* y, Precision precision) {

@@ -52,6 +52,11 @@ struct LinearJob {
 // about equal work (rows x tokens x columns) that the threads claim, so many small products (a
 // decode step's routed experts) cost one dispatch and no thread idles at the end of each.  Jobs
 // reading the same x (same pointer, n, width, format and precision) prepare it once.  Jobs may not write each other's x.
+// In a multi-process run (dist/world.h) the jobs whose matrix is row_split compute only this
+// rank's rows (dist/row_split.h) and the ranks then exchange their rows in one collective, so
+// every rank ends with the whole of every y, bit-identical to one process computing it alone.
+// Such calls are collective: every rank makes them in the same order, from the thread running
+// the forward step (calls from inside pool tasks compute every row).
 void linear_batch(std::span<const LinearJob> jobs);
 // Only rows [r0, r1) of y are written (for partitioning across threads).
 void linear_rows(const Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1,

@@ -19,6 +19,7 @@ uint64_t Matrix::scale_bytes() const {
 Matrix Matrix::row_slice(int64_t r0, int64_t n) const {
   Matrix m = *this;
   m.rows = n;
+  m.row_split = false;
   switch (format) {
     case WeightFormat::kF32: m.data = static_cast<const float*>(data) + r0 * cols; break;
     case WeightFormat::kBF16: m.data = static_cast<const uint16_t*>(data) + r0 * cols; break;

@@ -22,6 +22,10 @@ struct Matrix {
   // vector kernels skip their per-tile search for the subnormal 2^-127 scale.  Leave it false
   // unless such a scan set it: false only costs that search.
   bool scales_zero_free = false;
+  // Split by output rows over the ranks of a multi-process run (dist/row_split.h): each rank
+  // computes its own rows of every product with this matrix and receives the others' rows
+  // (linear_batch).  Set by the weight binder for the large products; false everywhere else.
+  bool row_split = false;
 
   bool empty() const { return data == nullptr; }
   // Bytes streamed when the whole matrix is read once (weights + scales): data_bytes() of
@@ -29,7 +33,7 @@ struct Matrix {
   uint64_t bytes() const { return data_bytes() + scale_bytes(); }
   uint64_t data_bytes() const;
   uint64_t scale_bytes() const;
-  // The sub-matrix of rows [r0, r0 + n).
+  // The sub-matrix of rows [r0, r0 + n) (not row_split: a slice is computed whole).
   Matrix row_slice(int64_t r0, int64_t n) const;
 };
 

@@ -1,12 +1,15 @@
 #include "model/k3_model.h"
 
 #include <algorithm>
+#include <fstream>
+#include <iterator>
 #include <cstdio>
 #include <mutex>
 #include <string>
 
 #include "base/error.h"
 #include "base/profile.h"
+#include "dist/world.h"
 #include "io/available_memory.h"
 #include "kernels/attn_res.h"
 #include "kernels/linear.h"
@@ -47,6 +50,31 @@ BudgetSplit split_budget(const ModelOptions& o) {
   return b;
 }
 
+// FNV-1a over what must agree between the ranks of a multi-process run: config.json and every
+// tensor's name, dtype, shape, size, shard and offset (the shard headers).
+uint64_t checkpoint_fingerprint(const std::string& dir, const Checkpoint& ckpt) {
+  uint64_t h = 14695981039346656037ull;
+  auto mix = [&h](const void* p, size_t n) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  };
+  auto mix_str = [&](const std::string& s) { mix(s.data(), s.size() + 1); };
+  std::ifstream config(dir + "/config.json", std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(config)), std::istreambuf_iterator<char>());
+  mix_str(text);
+  for (const auto& [name, t] : ckpt.tensors()) {
+    mix_str(name);
+    const auto dtype = static_cast<int>(t->dtype);
+    mix(&dtype, sizeof dtype);
+    for (int64_t d : t->shape) mix(&d, sizeof d);
+    mix(&t->nbytes, sizeof t->nbytes);
+    mix(&t->offset, sizeof t->offset);
+    const std::string& file = *t->file;
+    mix_str(file.substr(file.find_last_of('/') + 1));
+  }
+  return h;
+}
+
 }  // namespace
 
 std::unique_ptr<Model> Model::load(const std::string& dir, const ModelOptions& options) {
@@ -61,6 +89,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const ModelOptions& o
     residency = Residency::kStreamed;
   if (options.headers_only) residency = Residency::kMapped;
   auto ckpt = std::make_unique<Checkpoint>(dir, residency, split.weights);
+  if (dist::size() > 1) dist::check_same(checkpoint_fingerprint(dir, *ckpt), "checkpoint (config.json or shard headers)");
   ModelWeights weights = bind_weights(*ckpt, config, options.bind);
   return std::unique_ptr<Model>(new Model(std::move(config), std::move(ckpt), std::move(weights), options));
 }

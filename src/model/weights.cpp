@@ -32,6 +32,7 @@ class Binder {
     Matrix m;
     m.rows = rows;
     m.cols = cols;
+    m.row_split = true;  // the latency layout splits every product by output rows, but for the few below
     const TensorView* dense = ckpt_.find(module + ".weight");
     const TensorView* packed = ckpt_.find(module + ".weight_packed");
     const TensorView* scale = ckpt_.find(module + ".weight_scale");
@@ -197,7 +198,9 @@ ModelWeights bind_weights(const Checkpoint& ckpt, const ModelConfig& config, con
   const int64_t d = c.hidden_size;
 
   w.embed = b.linear(top + "embed_tokens", c.vocab_size, d);
+  w.embed.row_split = false;  // read a row per token, never multiplied
   w.lm_head = c.tie_word_embeddings ? w.embed : b.linear(config.tensor_prefix + "lm_head", c.vocab_size, d);
+  w.lm_head.row_split = true;
   w.final_norm = b.vec1(top + "norm.weight", d);
   if (c.attn_res_block_size)
     w.out_res_query = b.res_query(top + "output_attn_res_norm.weight", top + "output_attn_res_proj.weight", d);
@@ -249,6 +252,7 @@ ModelWeights bind_weights(const Checkpoint& ckpt, const ModelConfig& config, con
       m.kv_a = b.linear(a + "kv_a_proj_with_mqa", c.mla_cache_width(), d);
       m.kv_a_norm = b.vec1(a + "kv_a_layernorm.weight", c.kv_lora_rank);
       m.kv_b = b.linear(a + "kv_b_proj", mh * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank);
+      m.kv_b.row_split = false;  // used a head at a time, inside the attention's pool tasks
       if (c.mla_output_gate) m.g = b.linear(a + "g_proj", mh * c.v_head_dim, d);
       m.o = b.linear(a + "o_proj", d, mh * c.v_head_dim);
     }
@@ -261,6 +265,7 @@ ModelWeights bind_weights(const Checkpoint& ckpt, const ModelConfig& config, con
       MoeWeights& m = L.moe_w;
       const std::string f = p + "block_sparse_moe.";
       m.router = b.linear(f + "gate", c.num_experts, d);
+      m.router.row_split = false;  // small, and every rank routes
       m.router_bias = b.vec1(f + "gate.e_score_correction_bias", c.num_experts);
       const int64_t inner = c.latent_size.value_or(d);
       if (c.latent_size) {

@@ -1,0 +1,171 @@
+#include "dist/world.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <limits>
+#include <mutex>
+#include <vector>
+
+#include "base/error.h"
+
+#if K3_HAVE_MPI
+#include <mpi.h>
+#endif
+
+namespace k3::dist {
+namespace {
+
+int env_int(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return -1;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  return end != nullptr && *end == '\0' && n >= 0 && n < std::numeric_limits<int>::max() ? static_cast<int>(n) : -1;
+}
+
+bool launched_by_mpirun() {
+  return env_int("OMPI_COMM_WORLD_SIZE") >= 0 || env_int("PMIX_RANK") >= 0 || env_int("PMI_SIZE") >= 0;
+}
+
+struct State {
+  int rank = 0;
+  int size = 1;
+  Traffic traffic;
+};
+State g_state;
+std::once_flag g_started;
+
+#if K3_HAVE_MPI
+void check(int rc, const char* call) {
+  if (rc == MPI_SUCCESS) return;
+  char msg[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, msg, &len);
+  throw Error(cat("rank ", g_state.rank, ": ", call, " failed: ", std::string(msg, static_cast<size_t>(len))));
+}
+
+void finish() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+#endif
+
+}  // namespace
+
+int launched_size() {
+  int n = env_int("OMPI_COMM_WORLD_SIZE");
+  if (n < 0) n = env_int("PMI_SIZE");
+  return n < 1 ? 1 : n;
+}
+
+int launched_rank() {
+  int r = env_int("OMPI_COMM_WORLD_RANK");
+  if (r < 0) r = env_int("PMIX_RANK");
+  if (r < 0) r = env_int("PMI_RANK");
+  return r < 0 ? 0 : r;
+}
+
+bool built_with_mpi() { return K3_HAVE_MPI != 0; }
+
+void start() {
+  std::call_once(g_started, [] {
+    if (!launched_by_mpirun()) return;
+#if K3_HAVE_MPI
+    int provided = 0;
+    // Serialized: the forward steps run on one thread at a time, though not always the main one
+    // (the server's scheduler thread).
+    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
+      throw Error("MPI_Init_thread failed");
+    std::atexit(finish);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_state.rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &g_state.size);
+    if (provided < MPI_THREAD_SERIALIZED)
+      throw Error(cat("rank ", g_state.rank, ": the MPI library offers no MPI_THREAD_SERIALIZED support"));
+#else
+    if (launched_size() > 1)
+      throw Error(cat("launched by mpirun with ", launched_size(),
+                      " ranks, but this k3 was built without MPI (install libopenmpi-dev, then rebuild)"));
+#endif
+  });
+}
+
+int rank() {
+  start();
+  return g_state.rank;
+}
+
+int size() {
+  start();
+  return g_state.size;
+}
+
+void allgather(const float* mine, std::span<const int64_t> counts, float* all) {
+  start();
+  K3_CHECK(static_cast<int>(counts.size()) == g_state.size, "allgather: ", counts.size(), " counts for ",
+           g_state.size, " ranks");
+  [[maybe_unused]] int64_t total = 0;
+  for (int64_t c : counts) total += c;
+  const int64_t own = counts[static_cast<size_t>(g_state.rank)];
+  if (g_state.size == 1) {
+    std::copy_n(mine, own, all);
+    return;
+  }
+#if K3_HAVE_MPI
+  K3_CHECK(total <= std::numeric_limits<int>::max(), "rank ", g_state.rank, ": one exchange of ", total,
+           " values is more than MPI_Allgatherv takes (use a smaller --prefill-chunk)");
+  std::vector<int> n(counts.size()), at(counts.size());
+  int offset = 0;
+  for (size_t k = 0; k < counts.size(); ++k) {
+    n[k] = static_cast<int>(counts[k]);
+    at[k] = offset;
+    offset += n[k];
+  }
+  check(MPI_Allgatherv(mine, n[static_cast<size_t>(g_state.rank)], MPI_FLOAT, all, n.data(), at.data(), MPI_FLOAT,
+                       MPI_COMM_WORLD),
+        "MPI_Allgatherv");
+  g_state.traffic.bytes_sent += static_cast<uint64_t>(own) * sizeof(float) * static_cast<uint64_t>(g_state.size - 1);
+  g_state.traffic.bytes_received += static_cast<uint64_t>(total - own) * sizeof(float);
+  ++g_state.traffic.collectives;
+#endif
+}
+
+void broadcast(void* data, size_t bytes, int root) {
+  start();
+  if (g_state.size == 1) return;
+#if K3_HAVE_MPI
+  K3_CHECK(bytes <= static_cast<size_t>(std::numeric_limits<int>::max()), "broadcast of ", bytes, " bytes");
+  check(MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Bcast");
+  if (g_state.rank == root) g_state.traffic.bytes_sent += bytes * static_cast<uint64_t>(g_state.size - 1);
+  else g_state.traffic.bytes_received += bytes;
+  ++g_state.traffic.collectives;
+#endif
+}
+
+void check_same(uint64_t value, const std::string& what) {
+  start();
+  if (g_state.size == 1) return;
+#if K3_HAVE_MPI
+  std::vector<uint64_t> all(static_cast<size_t>(g_state.size));
+  check(MPI_Allgather(&value, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD), "MPI_Allgather");
+  for (size_t k = 1; k < all.size(); ++k)
+    if (all[k] != all[0])
+      throw Error(cat("rank ", k, "'s ", what, " differs from rank 0's: every rank must run the same"));
+#endif
+}
+
+void abort_all(int code) {
+#if K3_HAVE_MPI
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized && g_state.size > 1) MPI_Abort(MPI_COMM_WORLD, code);
+#endif
+  std::exit(code);
+}
+
+Traffic traffic() { return g_state.traffic; }
+void reset_traffic() { g_state.traffic = {}; }
+
+}  // namespace k3::dist

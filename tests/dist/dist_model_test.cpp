@@ -1,0 +1,88 @@
+// The whole model over the ranks of an MPI job (the dist_test_np* tests run this under
+// `mpirun -np R`; alone it is one rank): prefill logits, teacher-forced decode steps and greedy
+// tokens on the k3-tiny-a golden data, on every instruction set.  Each must be bit-identical to
+// the same process computing every product whole, and within the fixture's tolerance of the
+// golden logits, so the result cannot depend on R.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "base/cpu_features.h"
+#include "base/thread_pool.h"
+#include "dist/world.h"
+#include "engine/generator.h"
+#include "model/k3_model.h"
+#include "support/test_support.h"
+
+namespace k3 {
+namespace {
+
+constexpr double kLogitsMaxRel = 5e-4;  // fixture README, "Recommended tolerances"
+
+struct Outputs {
+  std::vector<float> prefill, decode;
+  std::vector<int32_t> greedy;
+};
+
+// Prefill in chunks of 3 (so several forward passes), decode teacher-forced with `forced`, and a
+// greedy continuation of `greedy_tokens`.
+Outputs run_fixture(Model& model, const std::vector<int32_t>& prompt, const std::vector<int32_t>& forced,
+        int greedy_tokens) {
+  Outputs r;
+  SequenceState s = model.new_sequence();
+  r.prefill = prefill_logits(model, s, prompt, /*chunk=*/3);
+  for (int32_t t : forced) {
+    std::vector<float> step;
+    SequenceInput in{&s, std::span<const int32_t>(&t, 1), false};
+    model.forward(std::span<const SequenceInput>(&in, 1), &step);
+    r.decode.insert(r.decode.end(), step.begin(), step.end());
+  }
+  SequenceState g = model.new_sequence();
+  GenerateOptions opt;
+  opt.max_tokens = greedy_tokens;
+  r.greedy = generate(model, g, prompt, opt);
+  return r;
+}
+
+bool bits_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+double rel(const std::vector<float>& a, const std::vector<float>& ref) {
+  double d = 0, m = 0;
+  for (size_t i = 0; i < a.size() && i < ref.size(); ++i) {
+    d = std::max(d, std::fabs(static_cast<double>(a[i]) - ref[i]));
+    m = std::max(m, std::fabs(static_cast<double>(ref[i])));
+  }
+  return d / m;
+}
+
+TEST(DistModel, FixtureLogitsAreBitIdenticalToOneProcessOnEveryIsa) {
+  SafetensorsFile golden(testing::fixture_dir("k3-tiny-a") + "/golden.safetensors");
+  const std::vector<int32_t> prompt = testing::read_i32(golden, "p0.prompt_ids");
+  const std::vector<int32_t> gen = testing::read_i32(golden, "p0.gen_tokens");
+  const std::vector<float> want_prefill = testing::read_f32(golden, "p0.prefill_logits");
+  const std::vector<float> want_decode = testing::read_f32(golden, "p0.decode_logits");
+  const std::vector<int32_t> forced(gen.begin(), gen.begin() + 6);
+  testing::for_each_isa([&](Isa) {
+    SCOPED_TRACE(::testing::Message() << "rank " << dist::rank() << " of " << dist::size());
+    auto model = Model::load(testing::fixture_dir("k3-tiny-a"));
+    const Outputs split = run_fixture(*model, prompt, forced, 8);
+    Outputs whole;
+    {
+      SerialScope alone;  // every product computed whole by this process
+      whole = run_fixture(*model, prompt, forced, 8);
+    }
+    EXPECT_TRUE(bits_equal(split.prefill, whole.prefill));
+    EXPECT_TRUE(bits_equal(split.decode, whole.decode));
+    EXPECT_EQ(split.greedy, whole.greedy);
+    EXPECT_EQ(split.greedy, std::vector<int32_t>(gen.begin(), gen.begin() + 8));
+    EXPECT_LE(rel(split.prefill, want_prefill), kLogitsMaxRel);
+    EXPECT_LE(rel(split.decode, std::vector<float>(want_decode.begin(), want_decode.begin() + split.decode.size())),
+              kLogitsMaxRel);
+  });
+}
+
+}  // namespace
+}  // namespace k3
