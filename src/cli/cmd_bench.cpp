@@ -116,6 +116,7 @@ void add_bench_command(CLI::App& app, Runner& run) {
   sub->add_flag("--no-kernels", a->no_kernels, "Skip the kernel figures");
   sub->callback([a, &run] {
     run = [a]() {
+      refuse_several_ranks("bench");
       K3_CHECK(a->threads >= 0, "--threads must be >= 0");
       if (!a->no_kernels) check_filter(a->filter);
       check_output_path("--json", a->json);

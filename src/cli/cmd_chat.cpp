@@ -213,6 +213,7 @@ void add_chat_command(CLI::App& app, Runner& run) {
       ->check(kNonNegative);
   sub->callback([a, &run] {
     run = [a]() {
+      refuse_several_ranks("chat");
       ChatSessionOptions o;
       o.sampling = {a->temperature, a->top_k, a->top_p, a->seed};
       o.max_reply_tokens = a->max_tokens;

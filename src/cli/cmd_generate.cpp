@@ -14,14 +14,33 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "cli/commands.h"
+#include "dist/world.h"
 #include "engine/generator.h"
 #include "engine/multimodal.h"
 #include "model/k3_model.h"
+#include "perf/model_bench.h"
 #include "text/stream_decoder.h"
 #include "text/xtml_renderer.h"
 #include "vision/media_prompt.h"
 
 namespace k3::cli {
+namespace {
+
+// Over several ranks, with -v: what each rank held and moved (collective: every rank calls it).
+// Decode traffic is per decoded token, counted from the first token on.
+void report_ranks(int64_t count, const dist::Traffic& at_first) {
+  const dist::Traffic t = dist::traffic();
+  const uint64_t decoded = count > 1 ? static_cast<uint64_t>(count - 1) : 1;
+  const uint64_t mine[3] = {peak_rss_bytes(), (t.bytes_sent - at_first.bytes_sent) / decoded,
+                            (t.bytes_received - at_first.bytes_received) / decoded};
+  std::vector<uint64_t> all(3 * static_cast<size_t>(dist::size()));
+  dist::allgather_u64(mine, 3, all.data());
+  for (int r = 0; r < dist::size(); ++r)
+    log_info("rank ", r, ": peak resident ", all[3 * r] / 1e9, " GB; per decoded token sent ", all[3 * r + 1],
+             " B, received ", all[3 * r + 2], " B");
+}
+
+}  // namespace
 
 void add_generate_command(CLI::App& app, Runner& run) {
   struct Args {
@@ -168,11 +187,13 @@ void add_generate_command(CLI::App& app, Runner& run) {
       WeightStore* store = model->weight_store();
       if (store) store->reset_counters();
       WeightStoreStats at_first;
+      dist::Traffic traffic_first;
       int64_t count = 0;
       generate(*model, state, prompt, opt, [&](int32_t tok) {
         if (count++ == 0) {
           t_first = Clock::now();
           if (store) at_first = store->stats();
+          traffic_first = dist::traffic();
         }
         if (text_out) {
           const bool stop = std::find(opt.stop_tokens.begin(), opt.stop_tokens.end(), tok) != opt.stop_tokens.end();
@@ -204,6 +225,7 @@ void add_generate_command(CLI::App& app, Runner& run) {
                    (e.io_wait_seconds - at_first.io_wait_seconds) / dec * 100, "% of the time");
         }
       }
+      if (dist::size() > 1) report_ranks(count, traffic_first);
       return 0;
     };
   });

@@ -6,11 +6,12 @@
 #include "engine/multimodal.h"
 #include "io/available_memory.h"
 #include "model/k3_model.h"
+#include "model/partition.h"
 
 namespace k3::cli {
 namespace {
 
-int inspect(const std::string& dir) {
+int inspect(const std::string& dir, int ranks) {
   ModelOptions options;
   options.headers_only = true;  // headers and small tensors only: no weight bytes are read
   auto model = Model::load(dir, options);
@@ -94,6 +95,20 @@ int inspect(const std::string& dir) {
                   p.expert_slots, human_bytes(static_cast<double>(p.expert_slot_bytes)).c_str(),
                   static_cast<long long>(p.expert_count), human_bytes(static_cast<double>(p.minimum_budget)).c_str());
   }
+  // Over several ranks (mpirun -np R), the latency layout's share of each (model/partition.h).
+  if (ranks > 1) {
+    std::printf("ranks           %d (every product split by output rows; router, kv_b and embedding on every rank)\n",
+                ranks);
+    std::printf("  rank      weights held   of which replicated   read per token   sent per token   received per token\n");
+    for (int r = 0; r < ranks; ++r) {
+      const RankFootprint f = rank_footprint(w, c, r, ranks);
+      std::printf("  %4d  %16s  %20s  %15s  %15s  %19s\n", r, human_bytes(static_cast<double>(f.resident_bytes)).c_str(),
+                  human_bytes(static_cast<double>(f.replicated_bytes)).c_str(),
+                  human_bytes(static_cast<double>(f.read_per_token)).c_str(),
+                  human_bytes(static_cast<double>(f.sent_per_token)).c_str(),
+                  human_bytes(static_cast<double>(f.received_per_token)).c_str());
+    }
+  }
   // The vision tower, when config.json has one: bound like `k3 chat` and the server bind it (which
   // checks every vision_tower.* / mm_projector.* tensor), so its tensors are counted as used.
   std::vector<std::string> unused = w.unused_tensors;
@@ -133,9 +148,13 @@ int inspect(const std::string& dir) {
 
 void add_inspect_command(CLI::App& app, Runner& run) {
   auto dir = std::make_shared<std::string>();
+  auto ranks = std::make_shared<int>(1);
   CLI::App* sub = app.add_subcommand("inspect", "Summarise and validate a checkpoint");
   sub->add_option("dir", *dir, "Checkpoint directory (default: the built-in tiny model)");
-  sub->callback([dir, &run] { run = [dir]() { return inspect(resolve_model_dir(*dir)); }; });
+  sub->add_option("--ranks", *ranks,
+                  "Also show what each of R ranks (mpirun -np R) holds, reads and sends per decoded token")
+      ->check(CLI::Range(1, 65536));
+  sub->callback([dir, ranks, &run] { run = [dir, ranks]() { return inspect(resolve_model_dir(*dir), *ranks); }; });
 }
 
 }  // namespace k3::cli

@@ -19,6 +19,7 @@ void add_loadtest_command(CLI::App& app, Runner& run) {
   sub->add_option("--model", o->model, "The model id to send (default: none)");
   sub->callback([o, &run] {
     run = [o]() {
+      refuse_several_ranks("loadtest");
       const std::vector<server::LoadTestLevel> levels = server::run_load_test(*o);
       std::printf("%-11s %8s %6s %13s %8s %11s %10s %16s\n", "concurrency", "requests", "failed", "output_tokens",
                   "wall_s", "output_tok/s", "mean_ttft_s", "per_stream_tok/s");

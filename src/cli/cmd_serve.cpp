@@ -145,6 +145,7 @@ void add_serve_command(CLI::App& app, Runner& run) {
       ->check(kNonNegative);
   sub->callback([a, &run] {
     run = [a]() {
+      refuse_several_ranks("serve");
       if (a->threads > 0) set_num_threads(a->threads);
       server::ServerOptions o = a->o;
       o.engine.model_dir = resolve_model_dir(a->model);

@@ -42,6 +42,7 @@ void add_synth_command(CLI::App& app, Runner& run) {
   sub->add_option("--overrides", a->overrides, "JSON object of text settings, e.g. '{\"kda_num_heads\": 8}'");
   sub->callback([a, seed, &run] {
     run = [a, seed]() {
+      refuse_several_ranks("synth");
       SynthOptions opt;
       opt.preset = a->preset;
       opt.seed = a->seed;

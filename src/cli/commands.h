@@ -55,6 +55,9 @@ std::string default_model_dir();
 void add_precision_option(CLI::App* sub, std::string& value);
 // Resolves an empty --model to the default model, creating it when needed.
 std::string resolve_model_dir(const std::string& given);
+// Throws k3::Error when launched with several ranks (mpirun -np R, R > 1): for the commands that
+// do not run over ranks (yet).
+void refuse_several_ranks(const char* command);
 
 // Tokenizer selection shared by tokenize / detokenize / render-chat (cmd_tokenize.cpp):
 // --tiktoken FILE [--pattern k3|cl100k|o200k], or --model DIR, else the default model's tokenizer.

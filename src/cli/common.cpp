@@ -10,6 +10,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "cli/commands.h"
+#include "dist/world.h"
 #include "io/checkpoint.h"
 #include "synth/synth_checkpoint.h"
 
@@ -153,6 +154,11 @@ std::string resolve_model_dir(const std::string& given) {
     }
   }
   return dir;
+}
+
+void refuse_several_ranks(const char* command) {
+  K3_CHECK(dist::size() == 1, "`k3 ", command, "` does not run over several ranks yet (launched with ", dist::size(),
+           "); run it as one process, without mpirun (generate and logits run over ranks)");
 }
 
 }  // namespace k3::cli

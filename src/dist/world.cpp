@@ -131,6 +131,19 @@ void allgather(const float* mine, std::span<const int64_t> counts, float* all) {
 #endif
 }
 
+void allgather_u64(const uint64_t* mine, size_t n, uint64_t* all) {
+  start();
+  if (g_state.size == 1) {
+    std::copy_n(mine, n, all);
+    return;
+  }
+#if K3_HAVE_MPI
+  K3_CHECK(n <= static_cast<size_t>(std::numeric_limits<int>::max()), "allgather_u64 of ", n, " values");
+  check(MPI_Allgather(mine, static_cast<int>(n), MPI_UINT64_T, all, static_cast<int>(n), MPI_UINT64_T, MPI_COMM_WORLD),
+        "MPI_Allgather");
+#endif
+}
+
 void broadcast(void* data, size_t bytes, int root) {
   start();
   if (g_state.size == 1) return;

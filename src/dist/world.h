@@ -31,6 +31,8 @@ bool built_with_mpi();
 // all = every rank's `mine` in rank order, rank k contributing counts[k] floats (counts has
 // size() entries and counts[rank()] floats are read from mine).  Collective.
 void allgather(const float* mine, std::span<const int64_t> counts, float* all);
+// all[k * n + i] = rank k's mine[i] for i < n.  Collective.
+void allgather_u64(const uint64_t* mine, size_t n, uint64_t* all);
 // bytes at data on `root` copied to every rank.  Collective.
 void broadcast(void* data, size_t bytes, int root);
 // Collective: throws k3::Error on every rank when any rank's value differs from rank 0's, naming

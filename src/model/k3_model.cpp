@@ -15,6 +15,7 @@
 #include "kernels/linear.h"
 #include "kernels/norm.h"
 #include "model/ffn.h"
+#include "model/partition.h"
 
 namespace k3 {
 
@@ -87,10 +88,15 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const ModelOptions& o
   const bool weight_budget = options.weight_budget > 0 || default_weight_budget() > 0;
   if (weight_budget && (!options.residency || *options.residency == Residency::kStreamed))
     residency = Residency::kStreamed;
-  if (options.headers_only) residency = Residency::kMapped;
+  // Over several ranks, weights that would be read into memory are mapped instead and each rank
+  // reads only its own rows (model/partition.h); streamed weights stay whole on every rank.
+  const int ranks = options.headers_only ? 1 : dist::size();
+  const bool own_rows = ranks > 1 && residency != Residency::kStreamed && residency != Residency::kMapped;
+  if (options.headers_only || own_rows) residency = Residency::kMapped;
   auto ckpt = std::make_unique<Checkpoint>(dir, residency, split.weights);
-  if (dist::size() > 1) dist::check_same(checkpoint_fingerprint(dir, *ckpt), "checkpoint (config.json or shard headers)");
+  if (ranks > 1) dist::check_same(checkpoint_fingerprint(dir, *ckpt), "checkpoint (config.json or shard headers)");
   ModelWeights weights = bind_weights(*ckpt, config, options.bind);
+  if (own_rows) read_own_rows(weights, dist::rank(), ranks);
   return std::unique_ptr<Model>(new Model(std::move(config), std::move(ckpt), std::move(weights), options));
 }
 

@@ -12,6 +12,8 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/progress.h"
+#include "dist/row_split.h"
+#include "dist/world.h"
 #include "io/numa.h"
 #include "kernels/mxfp4.h"
 
@@ -65,12 +67,15 @@ void check_expert_scales(const MlpWeights& w, int layer, int e, bool* zero_free)
     const int i = k++;
     zero_free[i] = false;
     if (m->format != WeightFormat::kMxfp4 || m->scales == nullptr) continue;
-    const Mxfp4ScaleScan scan = scan_mxfp4_scales(m->scales, m->scale_bytes());
+    // Over several ranks each checks the rows it computes (and reads no others).
+    const dist::RowRange own = m->row_split && dist::size() > 1 ? dist::rows_of(m->rows, dist::rank(), dist::size())
+                                                                : dist::RowRange{0, m->rows};
+    const int64_t groups = m->cols / 32;
+    const Mxfp4ScaleScan scan = scan_mxfp4_scales(m->scales + own.r0 * groups, static_cast<size_t>(own.count() * groups));
     if (scan.first_nan >= 0) {
-      const int64_t groups = m->cols / 32;
+      const int64_t at = own.r0 * groups + scan.first_nan;
       fail("tensor 'layers.", layer, ".block_sparse_moe.experts.", e, ".", names[i],
-           ".weight_scale': E8M0 scale 0xFF (NaN) at row ", scan.first_nan / groups, ", group ",
-           scan.first_nan % groups);
+           ".weight_scale': E8M0 scale 0xFF (NaN) at row ", at / groups, ", group ", at % groups);
     }
     zero_free[i] = !scan.has_zero;
   }

@@ -13,6 +13,7 @@
 #include "dist/world.h"
 #include "engine/generator.h"
 #include "model/k3_model.h"
+#include "model/partition.h"
 #include "support/test_support.h"
 
 namespace k3 {
@@ -82,6 +83,30 @@ TEST(DistModel, FixtureLogitsAreBitIdenticalToOneProcessOnEveryIsa) {
     EXPECT_LE(rel(split.decode, std::vector<float>(want_decode.begin(), want_decode.begin() + split.decode.size())),
               kLogitsMaxRel);
   });
+}
+
+}  // namespace
+}  // namespace k3
+
+namespace k3 {
+namespace {
+
+// What `k3 inspect --ranks R` predicts a decoded token sends and receives is what it does.
+TEST(DistModel, DecodeTrafficIsWhatThePartitionPredicts) {
+  auto model = Model::load(testing::fixture_dir("k3-tiny-a"));
+  SequenceState s = model->new_sequence();
+  const std::vector<int32_t> prompt = {5, 7, 11, 13};
+  prefill_logits(*model, s, prompt, 4);
+  const int32_t next = 17;
+  dist::reset_traffic();
+  std::vector<float> step;
+  SequenceInput in{&s, std::span<const int32_t>(&next, 1), false};
+  model->forward(std::span<const SequenceInput>(&in, 1), &step);
+  const dist::Traffic t = dist::traffic();
+  const RankFootprint f = rank_footprint(model->weights(), model->text(), dist::rank(), dist::size());
+  EXPECT_EQ(t.bytes_sent, f.sent_per_token);
+  EXPECT_EQ(t.bytes_received, f.received_per_token);
+  if (dist::size() > 1) EXPECT_GT(t.bytes_received, 0u);
 }
 
 }  // namespace

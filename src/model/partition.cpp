@@ -1,0 +1,128 @@
+#include "model/partition.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <functional>
+
+#include "base/progress.h"
+#include "dist/row_split.h"
+
+namespace k3 {
+namespace {
+
+enum class Use { kTrunk, kExpert };
+
+// Every matrix of the text model once (a tied head counted once), with what reads it.
+void for_each_matrix(const ModelWeights& w, const std::function<void(const Matrix&, Use)>& fn) {
+  auto mlp = [&](const MlpWeights& m, Use use) {
+    for (const Matrix* x : {&m.gate, &m.up, &m.down})
+      if (!x->empty()) fn(*x, use);
+  };
+  for (const LayerWeights& L : w.layers) {
+    if (L.kind == LayerKind::kKda) {
+      const KdaWeights& k = L.kda;
+      for (const Matrix* x : {&k.q, &k.k, &k.v, &k.f_a, &k.f_b, &k.b, &k.g, &k.g_a, &k.g_b, &k.o})
+        if (!x->empty()) fn(*x, Use::kTrunk);
+    } else {
+      const MlaWeights& m = L.mla;
+      for (const Matrix* x : {&m.q_a, &m.q_b, &m.kv_a, &m.kv_b, &m.g, &m.o})
+        if (!x->empty()) fn(*x, Use::kTrunk);
+    }
+    if (!L.moe) {
+      mlp(L.dense, Use::kTrunk);
+      continue;
+    }
+    const MoeWeights& m = L.moe_w;
+    for (const Matrix* x : {&m.router, &m.latent_down, &m.latent_up})
+      if (!x->empty()) fn(*x, Use::kTrunk);
+    mlp(m.shared, Use::kTrunk);
+    for (const MlpWeights& e : m.experts) mlp(e, Use::kExpert);
+  }
+  if (!w.lm_head.empty() && w.lm_head.data != w.embed.data) fn(w.lm_head, Use::kTrunk);
+}
+
+// This rank's share of a matrix: its rows when row-split, else all of it.
+uint64_t share(const Matrix& m, int rank, int ranks) {
+  if (!m.row_split || ranks <= 1 || m.rows == 0) return m.bytes();
+  return m.bytes() / static_cast<uint64_t>(m.rows) * static_cast<uint64_t>(dist::rows_of(m.rows, rank, ranks).count());
+}
+
+void populate(const void* p, size_t n) {
+  if (n == 0 || p == nullptr) return;
+  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p) & ~(page - 1);
+  const uintptr_t b = reinterpret_cast<uintptr_t>(p) + n;
+#ifdef MADV_POPULATE_READ
+  if (::madvise(reinterpret_cast<void*>(a), b - a, MADV_POPULATE_READ) == 0) return;
+#endif
+  // Kernels before 5.14: touch a byte per page.
+  volatile uint8_t sink = 0;
+  for (uintptr_t q = a; q < b; q += page) sink = sink + *reinterpret_cast<const volatile uint8_t*>(q);
+}
+
+}  // namespace
+
+RankFootprint rank_footprint(const ModelWeights& w, const TextConfig& c, int rank, int ranks) {
+  RankFootprint f;
+  uint64_t expert_bytes = 0, experts = 0, sent_rows = 0, total_rows = 0;
+  const uint64_t others = static_cast<uint64_t>(ranks > 1 ? ranks - 1 : 0);
+  auto own_rows = [&](const Matrix& m) {
+    return m.row_split && ranks > 1 ? static_cast<uint64_t>(dist::rows_of(m.rows, rank, ranks).count()) : 0;
+  };
+  for_each_matrix(w, [&](const Matrix& m, Use use) {
+    const uint64_t s = share(m, rank, ranks);
+    f.resident_bytes += s;
+    if (!m.row_split || ranks <= 1) f.replicated_bytes += s;
+    if (use == Use::kTrunk) {
+      f.read_per_token += s;
+      sent_rows += own_rows(m);
+      if (m.row_split && ranks > 1) total_rows += static_cast<uint64_t>(m.rows);
+    } else {
+      expert_bytes += s;
+      ++experts;
+    }
+  });
+  // Routed experts: top_k per MoE layer, each with three products.
+  int moe_layers = 0;
+  uint64_t expert_rows_own = 0, expert_rows_all = 0;
+  for (const LayerWeights& L : w.layers) {
+    if (!L.moe || L.moe_w.experts.empty()) continue;
+    ++moe_layers;
+    const MlpWeights& e = L.moe_w.experts.front();  // every expert of a layer has the same shape
+    for (const Matrix* m : {&e.gate, &e.up, &e.down}) {
+      expert_rows_own += own_rows(*m);
+      if (m->row_split && ranks > 1) expert_rows_all += static_cast<uint64_t>(m->rows);
+    }
+  }
+  const uint64_t k = static_cast<uint64_t>(c.top_k);
+  if (experts > 0) f.read_per_token += expert_bytes / experts * k * static_cast<uint64_t>(moe_layers);
+  f.read_per_token += w.embed.bytes() / static_cast<uint64_t>(w.embed.rows > 0 ? w.embed.rows : 1);
+  // The expert rows above are of one expert per layer; a token uses top_k of them.
+  sent_rows += expert_rows_own * k;
+  total_rows += expert_rows_all * k;
+  f.sent_per_token = sent_rows * sizeof(float) * others;
+  f.received_per_token = (total_rows - sent_rows) * sizeof(float);
+  return f;
+}
+
+void read_own_rows(const ModelWeights& w, int rank, int ranks) {
+  uint64_t total = 0;
+  for_each_matrix(w, [&](const Matrix& m, Use) { total += share(m, rank, ranks); });
+  Progress progress("reading this rank's rows", total, "B");
+  for_each_matrix(w, [&](const Matrix& m, Use) {
+    if (m.empty()) return;
+    const dist::RowRange r = m.row_split && ranks > 1 ? dist::rows_of(m.rows, rank, ranks) : dist::RowRange{0, m.rows};
+    if (r.count() == 0) return;
+    const uint64_t row = m.data_bytes() / static_cast<uint64_t>(m.rows);
+    populate(static_cast<const uint8_t*>(m.data) + r.r0 * row, r.count() * row);
+    if (m.scales != nullptr) {
+      const uint64_t srow = m.scale_bytes() / static_cast<uint64_t>(m.rows);
+      populate(m.scales + r.r0 * srow, r.count() * srow);
+    }
+    progress.advance(share(m, rank, ranks));
+  });
+  progress.finish();
+}
+
+}  // namespace k3

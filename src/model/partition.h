@@ -1,0 +1,32 @@
+// What each rank of a multi-process run holds, reads and sends in the latency layout
+// (dist/row_split.h): its own rows of every row-split matrix (the trunk's products, the routed
+// experts, the output head) and the whole of every other one (router, kv_b, norms and the
+// embedding, read a row per token).  `k3 inspect --ranks R` prints these figures and a run
+// measures them (bytes through MPI, peak resident memory).
+#pragma once
+
+#include <cstdint>
+
+#include "model/k3_config.h"
+#include "model/weights.h"
+
+namespace k3 {
+
+struct RankFootprint {
+  uint64_t resident_bytes = 0;    // weight bytes the rank reads at load and keeps
+  uint64_t replicated_bytes = 0;  // of which every rank holds the same (router, kv_b)
+  uint64_t read_per_token = 0;    // weight bytes one decoded token reads on this rank
+  uint64_t sent_per_token = 0;    // bytes it sends per decoded token (its output rows, to each other rank)
+  uint64_t received_per_token = 0;
+};
+
+// Rank `rank` of `ranks` for these weights; a decoded token reads the trunk, the embedding row
+// and top_k experts per MoE layer (the experts' average size).
+RankFootprint rank_footprint(const ModelWeights& w, const TextConfig& c, int rank, int ranks);
+
+// Reads this rank's bytes of a mapped checkpoint into memory (its rows of each row-split matrix,
+// all of the others but the embedding), so that decode finds them resident; other ranks' rows
+// are never read.
+void read_own_rows(const ModelWeights& w, int rank, int ranks);
+
+}  // namespace k3
