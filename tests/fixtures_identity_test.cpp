@@ -1,5 +1,6 @@
 // The fixture copies under tests/data/fixtures must stay byte-identical to the golden data in
-// ../shared/fixtures.  Skipped (not failed) when that folder is absent, e.g. on a bare clone.
+// K3_SHARED_FIXTURES_DIR (tests/CMakeLists.txt), the shared folder beside the repository.
+// Skipped (not failed) when that folder is absent, e.g. on a bare clone.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -30,7 +31,7 @@ TEST(FixturesIdentity, CopiesMatchSharedFixtures) {
 }
 
 // And nothing the golden data holds is missing here (a fresh clone must carry every fixture):
-// every folder and file under ../shared/fixtures has its copy.
+// every folder and file under K3_SHARED_FIXTURES_DIR has its copy.
 TEST(FixturesIdentity, EverySharedFixtureIsCopied) {
   const fs::path ours = fs::path(k3::testing::fixture_dir(""));
   const std::string shared_root = k3::testing::shared_fixture_dir("");

@@ -1,6 +1,6 @@
 // Cache-line aligned storage for kernel scratch.  A large std::vector<float> from malloc sits
 // 16 bytes off a 64-byte boundary, so every 64-byte vector load from it splits two cache lines
-// (on Zen 5 that alone cost the MXFP4 expert GEMM ~30% of its speed).
+// (enough on its own to slow the MXFP4 expert GEMM down markedly).
 #pragma once
 
 #include <cstddef>

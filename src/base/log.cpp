@@ -15,7 +15,7 @@ LogLevel level_from_env() {
   if (std::strcmp(v, "error") == 0) return LogLevel::kError;
   if (std::strcmp(v, "info") == 0) return LogLevel::kInfo;
   if (std::strcmp(v, "debug") == 0) return LogLevel::kDebug;
-  // A misspelt level ("verbose", "INFO") used to mean warn without a word.
+  // A misspelt level ("verbose", "INFO") means warn, and says so rather than falling back silently.
   if (*v != '\0' && std::strcmp(v, "warn") != 0 && std::strcmp(v, "warning") != 0)
     log_line(LogLevel::kWarn, cat("K3_LOG='", v, "' is not error, warn, info or debug; using warn"));
   return LogLevel::kWarn;

@@ -32,7 +32,7 @@ void add_render_chat_command(CLI::App& app, Runner& run) {
       const std::string body_text = a->request == "-" ? read_stdin() : read_text_file(a->request);
       K3_CHECK(!json_nests_deeper_than(body_text), a->request, ": JSON nests arrays or objects more than ", kMaxJsonDepth,
                " levels deep");
-      // (ojson::parse took quadratic time in an object's keys and stopped at a NUL byte, silently
+      // (ojson::parse takes quadratic time in an object's keys and stops at a NUL byte, silently
       // ignoring the rest of the body.)
       ojson body;
       try {

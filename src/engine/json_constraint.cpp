@@ -44,8 +44,9 @@ std::vector<int32_t> VocabIndex::prefixes_of(std::string_view text) const {
   for (size_t len = 1; len <= text.size(); ++len) {
     const std::string_view p = text.substr(0, len);
     auto it = std::lower_bound(bytes_.begin(), bytes_.end(), p, [](const std::string& a, std::string_view b) { return a < b; });
-    // No token starts with p: none equals a longer prefix either.  (The walk used to go on to the
-    // end of the text: a forced tool name of 100 KB cost 100 KB of searches per generated token.)
+    // No token starts with p: none equals a longer prefix either.  (Stopping here matters: for a
+    // forced tool name of 100 KB, walking on to the end of the text would cost 100 KB of searches
+    // per generated token.)
     if (it == bytes_.end() || std::string_view(*it).substr(0, len) != p) break;
     if (*it == p) out.push_back(ids_[static_cast<size_t>(it - bytes_.begin())]);
   }

@@ -1,7 +1,7 @@
 // How much of a set of address ranges the kernel backs with 2 MiB (PMD) pages, read from the
-// text of /proc/self/smaps.  Decode streams its weights once per token; on 4 KiB pages the same
-// stream measured 28-43 GB/s against 60-64 GB/s on huge pages (k3 bench, 2 threads, the
-// full-width checkpoint), so `k3 bench` and the load log say how the weights are backed.
+// text of /proc/self/smaps.  Decode streams its weights once per token, and on 4 KiB pages that
+// stream is much slower than on huge pages, so `k3 bench` and the load log say how the weights
+// are backed.
 #pragma once
 
 #include <cstdint>

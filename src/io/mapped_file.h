@@ -4,8 +4,8 @@
 //   kMemory: the file read once into anonymous memory backed by transparent huge pages.  Decode
 //            streams every weight once per token, and 4 KiB page-cache pages cost it dearly: the
 //            hardware prefetchers stop at every page boundary and each page needs its own TLB
-//            entry (Zen 5, full-width bench checkpoint: 1.5-3.6 tokens/s mapped against 5.9-6.1
-//            tokens/s in memory).  Needs RAM for the whole file.
+//            entry, so a mapped checkpoint decodes at a fraction of the in-memory speed.  Needs
+//            RAM for the whole file.
 // kAuto picks kMemory when the files fit comfortably in the memory available (Checkpoint).
 // A kMapped file that shrinks while mapped makes the next touch of a page past its new end fault
 // (SIGBUS).  The first kMapped file installs a SIGBUS handler that names the file ("changed or

@@ -1,4 +1,4 @@
-// Block Attention Residuals aggregation for one token (attnres-moe.md section 1.6), fp32:
+// Block Attention Residuals aggregation for one token (arXiv:2603.15031), fp32:
 //   key_j = V_j * rsqrt(mean(V_j^2) + eps);  s_j = key_j . query;  h = sum_j softmax(s)_j V_j
 // where query = res_norm.weight (.) res_proj.weight (the norm gain folded into the pseudo-query)
 // and the values V_j are the raw (un-normalised) sources.

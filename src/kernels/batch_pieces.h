@@ -27,9 +27,9 @@ struct BatchShape {
 // decreasing sizes, each about 1 / (2 x threads) of the work not yet handed out and at least
 // total / (256 x threads) (or one row block), so that a thread which finishes early finds small
 // pieces left instead of waiting for another's last large one.  The first ones are large enough
-// to keep each thread's rows as long streams.  Zen 5, 2 threads, bf16 GEMVs and decode-sized
-// MXFP4 batches: the time one thread waits for the other at the end of a call went from
-// ~6-9% of the call (pieces of total / 16) to ~1-2%; whole-model decode +1.5-2.6%.
+// to keep each thread's rows as long streams.  Equal pieces (e.g. total / 16) leave one thread
+// waiting for the other's last piece at the end of every call; shrinking pieces cut that wait
+// to a small fraction of the call.
 // serial: one piece per product.
 void plan_batch_pieces(const std::vector<BatchShape>& shapes, int threads, bool serial, std::vector<BatchPiece>& out);
 

@@ -6,9 +6,10 @@
 // Per token:  S <- diag(exp g) S;  u = beta (v - S^T k);  S += k u^T;  o = S^T q  (read after write)
 //
 // kda_recurrent() is that loop (the golden model, also the decode step).  kda_chunked() is the
-// WY/UT chunk form of kda.md section 3.5; both give the same result up to fp32 rounding.  The
-// fast versions (kda_chunk.h) read S once and write it once per decoded token, and run the
-// chunked form as register-blocked GEMMs with a decay factorisation that cannot overflow.
+// WY/UT chunk form of Kimi Linear (arXiv:2510.26692); both give the same result up to fp32
+// rounding.  The fast versions (kda_chunk.h) read S once and write it once per decoded token,
+// and run the chunked form as register-blocked GEMMs with a decay factorisation that cannot
+// overflow.
 #pragma once
 
 #include <cstdint>

@@ -1,9 +1,10 @@
 // The fast KDA kernels written once over a vector type (kernels/simd/avx2.h, avx512.h); included
 // by kda_isa.cpp inside its instruction-set region (kernels/simd/isa_begin.h).
 //
-// Chunked prefill: the WY/UT form of kda.md section 3.5 per chunk of C tokens (C a multiple of
-// the 16-token sub-block), every product a register-blocked GEMM (outer-product form, 16 fp32
-// lanes along the contiguous dimension), all widths padded to the vector length with zeros:
+// Chunked prefill: the WY/UT form (Kimi Linear, arXiv:2510.26692) per chunk of C tokens (C a
+// multiple of the 16-token sub-block), every product a register-blocked GEMM (outer-product
+// form, 16 fp32 lanes along the contiguous dimension), all widths padded to the vector length
+// with zeros:
 //   G   = cumsum of g inside the chunk (row r: decay from the chunk start through token r)
 //   L, Aqk  need exp(G_r - G_s), s <= r.  Per 16-row sub-block I, with p = the row before I,
 //           e = its last row and the per-channel reference m = (G_p + G_e) / 2:

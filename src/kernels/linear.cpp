@@ -238,11 +238,10 @@ struct Prepared {
 };
 
 // What linear_batch needs per call, kept per thread from call to call so that a decode step's
-// products allocate nothing.  Allocating and freeing the prepared activations every call made
-// glibc trim and re-fault its heap whenever they passed its 128 KB trim threshold: 32 one-token
-// MXFP4 products with distinct activations cost ~700-900 us per call beyond the kernels (~45 us
-// with the buffers kept).  Scratch past kKeepBytes (large prefill batches) is released after the
-// call.
+// products allocate nothing.  Allocating and freeing the prepared activations every call would
+// make glibc trim and re-fault its heap whenever they pass its 128 KB trim threshold, which for a
+// decode step's many small MXFP4 products costs far more than the kernels themselves.  Scratch
+// past kKeepBytes (large prefill batches) is released after the call.
 struct BatchScratch {
   static constexpr size_t kKeepBytes = size_t{64} << 20;
   std::deque<Prepared> store;  // stable addresses; entries [0, used) belong to the current call

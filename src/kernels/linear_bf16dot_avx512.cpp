@@ -9,8 +9,8 @@
 // rows, every 4-row x 6-token register tile over the whole row in one call (no accumulator
 // leaves the registers), the weights read straight from the checkpoint, the activations
 // packed by the caller (64-byte aligned, padded to whole 32-column steps plus one cache line
-// against 4K aliasing).  Zen 4, 2 threads, 12288 x 7168 x 256 (in-process A/B against 1024-column
-// chunks with accumulators in memory and 48-token blocks): ~210 -> ~300 GFLOP/s.
+// against 4K aliasing).  Whole rows with the accumulators in registers avoid the loads and
+// stores that column chunks with accumulators in memory would add around every chunk.
 #include <algorithm>
 #include <cstdint>
 #include <utility>

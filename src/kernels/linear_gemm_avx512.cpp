@@ -8,11 +8,10 @@
 // all its token tiles pass.  The activations arrive packed by the caller
 // (64-byte aligned, stride gemm_x_stride(cols): padded by one cache line so the token rows do
 // not alias in L1's sets; cols of 1024k or 7168 floats put every row at a multiple of 4 KB).
-// History: Zen 4, 2 threads, 12288 x 7168 x 256 bf16: the earlier packed-panel kernel ~118,
-// whole-row 4 x 6 tiles (weights held, activations loaded per token) ~193 GFLOP/s.  On Zen 5
-// (full-width 512-bit FMAs, twice Zen 4's rate) that order reached only ~72% of the FMA peak
-// even in L1, where holding the activations and loading each row's weights once per 16 columns
-// (6 x 4) reaches ~100%; k3 bench, 2 threads: 7168 x 12288 x 256 from 230-243 to ~310 GFLOP/s.
+// Why this shape: widening the weights in registers beats copying them into a packed panel
+// first, and holding the activations while each row's weights are loaded once per 16 columns
+// (6 x 4) keeps full-width 512-bit FMA units (Zen 5) busy even from L1, where the transposed
+// order (4 x 6, weights held, activations loaded per token) leaves a good part of them idle.
 //
 // Batch invariance (linear.h): each (row, token) accumulator receives exactly the FMA sequence
 // of the few-token tiles and the decode GEMV (linear_tiles.h) -- lane j sums columns j, j+16,
@@ -40,10 +39,10 @@ namespace {
 constexpr int64_t kRows = 24, kTok = 192;  // kRows % kR == 0
 constexpr int kR = 6, kT = 4;
 // Rows wider than this run in equal column chunks (multiples of 16) with the accumulators kept
-// in L1/L2 between chunks, so a block's rows and a token tile's activations stay in L2.  One
-// thread, 7168 x 33792 x 128 bf16 (the dense MLP's down projection): whole rows ~103, 8192 or
-// 6144-column chunks ~118 GFLOP/s; 12288 columns at parity, 7168 whole rows 134 against 129 in
-// 4096-column chunks.
+// in L1/L2 between chunks, so a block's rows and a token tile's activations stay in L2.  Very
+// wide rows (the dense MLP's down projection, 33792 columns) gain from chunking; rows up to
+// about 12288 columns do as well or better whole, and much narrower chunks lose, so the limit
+// sits at 8192.
 constexpr int64_t kMaxCols = 8192;
 
 inline __m512 widen(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
@@ -67,8 +66,8 @@ inline __m512 load_w_tail(const W* p, __mmask16 m) {
 // y[t * ys + i] = W[i] . x[t] for R rows (at w + i * ws) and T tokens (at x + t * xs), columns
 // [c0, c1) of `cols` (c0 a multiple of 16; c1 too unless it is cols).  Per 16 columns: the T
 // activation vectors are loaded once, then each row's weights are widened and meet all T of them
-// (the x-stationary order: measured on Zen 5, one thread, 6 x 4 reaches ~100% of the FMA peak in
-// L1 where 4 x 6 with weights held reaches ~82%).  A row in several column chunks keeps its
+// (the x-stationary order: with 6 x 4 it keeps the FMA units nearer their peak in L1 than 4 x 6
+// with the weights held does).  A row in several column chunks keeps its
 // accumulators in acc_mem between them (row i, token t at (i * as + t) * 16): started from zero
 // at c0 = 0, summed into y at c1 = cols; so each lane's FMA sequence is the whole-row one.
 // pf: a row of the next token tile's activations, fetched into L2 over the same columns, one line
@@ -113,10 +112,8 @@ __attribute__((noinline)) void tile(const W* w, int64_t ws, const float* x, int6
 // tile that runs after this one over the same columns (null: none).  The j-th row tile fetches
 // that tile's row j % kT into L2 while it computes, so a token tile's activations (4 x 28 KB at
 // 7168 columns, which the block's first row tile would otherwise wait for from L3) are there
-// when it starts.  Zen 5, one thread, 1536 x 7168 x 256: 182-186 -> 191-195 GFLOP/s (interleaved
-// runs; ~210 with 4 tokens, whose activations never leave L2); 2 threads, 7168 x 12288 x 256:
-// within the run-to-run noise (k3 bench 313-340 before, 315-360 after).  Fetching the next row
-// block's weights the same way (at the start of a block, or a slice per tile) measured no faster.
+// when it starts.  Fetching the next row block's weights the same way (at the start of a block,
+// or a slice per tile) gains nothing, so it is not done.
 template <typename W, int T>
 void row_tiles(const Matrix& m, const float* x, int64_t xs, float* y, int64_t rb, int64_t rn, int64_t t, int64_t c0,
                int64_t c1, float* acc, const float* next) {

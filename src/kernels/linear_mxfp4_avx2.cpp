@@ -22,10 +22,9 @@
 // tile waited on the FMA latency.  From kPanelTokens on, each block of rows x columns is decoded
 // once into an fp32 panel that stays in L1 and meets every token in the dense fp32 tile of
 // linear_tiles.h, the same per-lane FMA sequence: the decode is then shared by all the tokens.
-// Zen 5 with K3_ISA=avx2, 2 threads: expert GEMM (3072 x 3584, 36 tokens, k3 bench) 64 GFLOP/s
-// with the former 2 x 2 register tiles that decoded per group with the table permute (28% of
-// the AVX2 FMA peak) -> ~130 (60%); one-token GEMV (40 experts from memory) 7.3-9.4 -> ~12 GB/s
-// with the 2-row register tiles, 15-17 with the 4-row stream tile.
+// Small register tiles that decode per group with the table permute would spend most of their
+// time decoding: the panel lets the expert GEMM run at a large share of the AVX2 FMA peak, and
+// the 4-row stream tile keeps more of the one-token GEMV's loads in flight than 2-row tiles.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -47,16 +46,15 @@ namespace k3::avx2 {
 namespace {
 
 constexpr int L = Vec::kLanes;
-// Streamed passes of up to 4 tokens against the panel, 40 experts of 3072 x 3584 from memory,
-// 2 threads, K3_ISA=avx2, ms per expert: 14 tokens 2.15 against 2.44-2.62, 15: 2.29 against
-// 2.60-2.68, 16: 2.39-2.43 against 2.43-2.56, 17: 2.61 against 2.64-2.71, 20: 3.01 against
-// 2.93-3.03 (with passes of up to 3 through 2-row register tiles the panel won from ~14).
+// From this many tokens on the panel's shared decode pays for writing and re-reading the panel;
+// below it, streamed passes of up to 4 tokens read the experts faster (the two are close around
+// 16-20 tokens).
 constexpr int64_t kPanelTokens = 17;
 // Below kPanelTokens: passes of up to kPassTokens tokens through the streamed tiles
 // (streamed_rows), kStreamRows[T] rows x T tokens each (2 x 4 = 8 accumulators; 3 x 3 and 4 x 3
-// spill).  Zen 5, K3_ISA=avx2, 2 threads, 40 experts of 3072 x 3584 from memory, ms per expert,
-// interleaved, against the 2-row register tiles in passes of 3: 2 tokens 0.60 -> 0.49-0.54,
-// 4: 1.19-1.22 -> 0.73-0.82, 8: 1.74 -> 1.45-1.57, 13: 2.86 -> 2.41-2.53.
+// spill).  These beat 2-row register tiles in passes of 3 tokens at every token count below
+// kPanelTokens: for 1-2 tokens more rows share each activation load, and 4-token passes use
+// each decoded row for more tokens.
 constexpr int kStreamRows[5] = {0, 4, 4, 2, 2};
 constexpr int64_t kPassTokens = 4;
 // Panel: rows x columns decoded at a time (12 x 512 fp32 = 24 KB, in L1 beside 4 tokens' 8 KB of
@@ -94,7 +92,7 @@ struct Decoder {
   // order of mxfp4_shuffle_activations_pairs, times the lanes' scales (A's in lanes 0-3, B's in
   // 4-7).  Codes -> bf16 bytes by two in-lane byte lookups, interleaved into words, then widened
   // to fp32 by unpacking each word into the top half of a zeroed lane (widening with a shift and
-  // a mask instead, off the shuffle units, measured 5-60% slower).
+  // a mask instead, off the shuffle units, is slower).
   void pair_half(__m256i raw, int half, __m256 scale, __m256* w) const {
     const __m256i code = half == 0 ? _mm256_and_si256(raw, low_nibble)
                                    : _mm256_and_si256(_mm256_srli_epi16(raw, 4), low_nibble);
@@ -161,9 +159,9 @@ struct Decoder {
 // half 0's 4 vectors then half 1's, each into one FMA chain per (row, token).  Per pair the R
 // rows' scale vectors wait in memory and each row's half is decoded and consumed before the next
 // row's, so R x T accumulators, the decoder's tables and one row's temporaries fit the 16
-// registers (a 4-row tile holding every row's pair and scales at once spilled).  One token, Zen 5, K3_ISA=avx2, one pass over 120
-// experts of 3072 x 3584 from memory, 2 threads, interleaved: 2-row register tiles 9.1-12.5
-// GB/s, 4 x 1 here 15.1-17.2 (no prefetch: 13.7; 1 KB ahead: 17.0).
+// registers (a 4-row tile holding every row's pair and scales at once would spill).  For one
+// token, 4 row streams with a software prefetch 2 KB ahead read experts from memory faster than
+// 2-row register tiles; without the prefetch the streams wait on memory more.
 template <int R, int T, bool kZeros>
 void stream_tile(const uint8_t* const* w, const uint8_t* const* e, const float* x, int64_t cols, float* const* y,
                  int64_t rows_total) {

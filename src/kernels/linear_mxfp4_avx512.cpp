@@ -33,15 +33,14 @@ namespace {
 
 constexpr int kGemmRows = 4;  // rows of the batched register tile (gemm_tile; 4 tokens, mxfp4_avx512.h)
 // Decode tiles: 4 consecutive rows from each half of a thread's rows (gemv_rows), so 8 rows
-// share each activation load and only 2 streams per core go to memory.  Measured on Zen 5 (one
-// pass over 120 experts of 3072 x 3584, 2 threads, interleaved): 4 x 1 ~31-36 GB/s, 2 x 4 ~34-41,
-// 4 x 2 ~35-40, 8 x 1 ~34, 1 x 8 ~30; 2 x 6 and larger (accumulators in memory) 20-27.
+// share each activation load and only 2 streams per core go to memory.  More streams per core
+// or fewer rows per tile read memory no faster, and tiles of 12 rows or more push the
+// accumulators out of the registers, which costs far more than it saves.
 constexpr int kGemvStreams = 2, kGemvRowsPerStream = 4;
 // Up to this many tokens the decode tiles take every token (gemv below), 2 x 2 rows for 2 or 3
-// tokens; from 4 on (where that tile spills), the batched activation-stationary tiles.  Zen 5,
-// 2 threads, 40 experts of 3072 x 3584 from memory, interleaved with the batched tiles: 2 tokens
-// 0.34-0.47 -> 0.21 ms per expert, 3 tokens 0.47-0.56 -> 0.26-0.27; 4 tokens 0.54-0.55 with 2 x 2
-// rows and 0.60-0.61 with 2 x 1, against 0.48-0.68 batched.
+// tokens; from 4 on (where that tile spills), the batched activation-stationary tiles.  For 2 or
+// 3 tokens, reading each expert row once for all tokens clearly beats the batched walk; at 4
+// tokens the decode tiles no longer win.
 constexpr int64_t kStreamTokens = 3;
 
 // Decode and few tokens: R rows against T tokens' activations (token t at x + t * cols) over
@@ -102,10 +101,10 @@ __attribute__((noinline)) void gemv_tile(const uint8_t* w0, const uint8_t* s0, i
 // The batched tile (n > kStreamTokens): the same per-(row, token) arithmetic as gemv_tile(), in the
 // activation-stationary order: per 16 columns the T activation vectors are loaded once and each
 // of the R rows' decoded weights meets all of them; the 128-block partial sums p stay in
-// registers and the accumulators wait in acc_mem (L1) between blocks.  Against the earlier 2 x 6
-// weight-stationary tile with accumulators in registers (one activation load per 2 FMAs), on
-// Zen 5: one expert x 36 tokens, one thread ~110 -> ~127 GFLOP/s; k3 bench, 2 threads, 210-223
-// -> 223-236 GFLOP/s.  6 x 4 spills the partial sums and is slower; 8 x 2 and 3 x 6 tie with 4 x 4.
+// registers and the accumulators wait in acc_mem (L1) between blocks.  This order beats a
+// weight-stationary tile with accumulators in registers (2 x 6, one activation load per 2 FMAs),
+// whose activation loads limit it.  6 x 4 spills the partial sums; 8 x 2 and 3 x 6 do no better
+// than 4 x 4.
 template <int R, int T, bool kZeros>
 __attribute__((noinline)) void gemm_tile(const uint8_t* w0, int64_t ws, const uint8_t* s0, int64_t ss,
                                          const float* x0, int64_t xs, int64_t c0, int64_t c1, int64_t full,
@@ -155,7 +154,8 @@ __attribute__((noinline)) void gemm_tile(const uint8_t* w0, int64_t ws, const ui
 // Decode and up to kStreamTokens tokens: every row over all its columns (gemv_rows in
 // mxfp4_avx512.h).  Registers: R x T partial sums and accumulators, R packed blocks, T
 // activations and the table (2 x 2 rows x 3 tokens: 12 + 12 + 4 + 3 + 1 = 32 before the decode
-// temporaries, so that tile spills a little; it still measured twice the batched tiles' speed).
+// temporaries, so that tile spills a little; reading each row once still makes it much faster
+// than the batched tiles for so few tokens).
 template <int T>
 void gemv(const Matrix& m, const float* xs, float* y, int64_t r0, int64_t r1) {
   constexpr int kStreams = kGemvStreams, kPer = T == 1 ? kGemvRowsPerStream : 2;

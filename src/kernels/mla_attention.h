@@ -47,8 +47,8 @@ void mla_decode_attention(const float* q, const uint16_t* cache_bf16, int64_t n,
 namespace mla_detail {
 // Cache rows per task: about 8 tasks in whole 256-row blocks, 256 to 1024 rows.  A function of
 // the context length only, never of the thread count, so results do not depend on the threads;
-// short contexts still spread over the cores (1024 rows per task left a 1k context on one core:
-// k3 bench mla_decode_1k 2.2 GB/s), long ones keep the partial outputs to merge few.
+// short contexts still spread over the cores (1024 rows per task would leave a 1k context on one
+// core), long ones keep the partial outputs to merge few.
 inline int64_t task_rows(int64_t n) {
   const int64_t rows = (n / 8 + 255) / 256 * 256;
   return rows < 256 ? 256 : rows > 1024 ? 1024 : rows;

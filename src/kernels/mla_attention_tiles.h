@@ -31,9 +31,9 @@ struct Fast {
   using Vec = typename Tr::V;
   static constexpr int L = Tr::kLanes;
   // Cache rows per softmax block (a multiple of SR; task_rows() is a multiple of it).  Each value
-  // tile runs over a block's rows once, its accumulators loaded and stored around that run: 64
-  // rows left ~a third of the tile's time outside the FMA loop.  Zen 5, 2 threads, 96 heads, 32k
-  // context: 64 rows ~330 GFLOP/s, 128 ~366, 256 ~380, 512-1024 ~387.
+  // tile runs over a block's rows once, its accumulators loaded and stored around that run, so
+  // short blocks spend much of the tile's time outside the FMA loop; 256 rows comes close to the
+  // speed of longer blocks and still divides every task (task_rows() is whole 256-row blocks).
   static constexpr int64_t kBlock = 256;
   static_assert(kBlock % SR == 0 && L % VR == 0);
 

@@ -25,8 +25,8 @@
 namespace k3::avx512 {
 
 // Software prefetch distance along each row stream: about one 4-row block ahead at K3 expert
-// widths (rows of 1.5-1.75 KB).  768 B left the kernel waiting on memory: 40% of read
-// bandwidth against ~64% at 8 KB (k3 bench, cold experts, 2 threads).
+// widths (rows of 1.5-1.75 KB).  A distance of under one row leaves the kernel waiting on memory
+// for cold experts; a block ahead keeps enough lines in flight.
 constexpr int64_t kPrefetchBytes = 8192;
 
 // A zero byte is the subnormal 2^-127, which the exponent shift cannot express; kZeros marks
@@ -78,10 +78,10 @@ void gemv_rows(const Matrix& m, float* y, int64_t r0, int64_t r1, Run&& run) {
 // How batched_rows covers a block of rn rows x tn tokens with register tiles: tiles(rn, tn, run)
 // calls run.template operator()<R, T>(ri, ti) for tiles of rows ri.. ri+R-1 x tokens ti.. ti+T-1.
 // Both walks take whole expert rows (kColBlock 4096 >= 3072 / 3584 columns): each row streams on
-// along itself and the accumulators of a tile meet each column once.  Column blocks measured
-// slower on both machines: on Zen 4 1024-column blocks put the 8 KB row prefetch a block late
-// (exact 76 -> 86 GFLOP/s on whole rows, bf16 104 -> 127-133); on Zen 5 512 / 1024-column
-// blocks with 8-24-token blocks (every activation slice in L1) were within noise of whole rows.
+// along itself and the accumulators of a tile meet each column once.  Narrower column blocks
+// gain nothing: on Zen 4 1024-column blocks put the 8 KB row prefetch a block late, and on Zen 5
+// 512 / 1024-column blocks with 8-24-token blocks (every activation slice in L1) do no better
+// than whole rows.
 //
 // PairRowsWalk (the bf16 kernel): row pairs with 6, 4, 2, 1 tokens (two rows' decoded block
 // serves 6 tokens), then an odd last row with 8, 4, 2, 1; 16-row blocks.
@@ -107,8 +107,8 @@ struct PairRowsWalk {
 // TokensOuterWalk<kR> (the fp32 kernel): token tiles of 4 (the tokens left over as below) in the
 // outer loop and tiles of kR rows (then one tile of the rows left over) in the inner one; 24-row
 // blocks, and at the start of each block the next block's weight bytes are prefetched into L2
-// (an expert's rows come from memory once; the walk was measured with this burst, and spreading
-// the same prefetches over the block's tiles was no faster).
+// (an expert's rows come from memory once; the walk's tile order is tuned with this burst, and
+// spreading the same prefetches over the block's tiles gains nothing).
 template <int kR>
 struct TokensOuterWalk {
   static_assert(kR >= 1 && kR <= 8);
@@ -123,10 +123,9 @@ struct TokensOuterWalk {
     };
     // Each tile decodes its rows' weights once, so the tokens left over take as few tiles as the
     // registers allow: 4k + 3 tokens end in a tile of 3 (not 2 + 1), 4k + 2 in one of 2, 4k + 1
-    // (k >= 1) in 3 + 2 (not 4 + 1).  Zen 5, 2 threads, 40 experts of 3072 x 3584 from memory,
-    // interleaved runs: 7 tokens 215-226 -> 240-247 GFLOP/s, 11: 246-254 -> 264-274, 9: 241-254
-    // -> 254-257, 13: 262-268 -> 271-276, 5 at parity.  A 5-token tile spills (5 tokens: ~140);
-    // 3 + 3 for 4k + 2 measured slower than 4 + 2.
+    // (k >= 1) in 3 + 2 (not 4 + 1): fewer tiles means fewer decodes of the same weights.  A
+    // 5-token tile would spill its accumulators, hence 3 + 2; 4k + 2 ends in 4 + 2 rather than
+    // 3 + 3, since the wider tile uses the registers better.
     const int64_t whole = tn / 4 - (tn % 4 == 1 && tn >= 5 ? 1 : 0);
     int64_t ti = 0;
     for (int64_t q = 0; q < whole; ++q, ti += 4) rows.template operator()<4>(ti);

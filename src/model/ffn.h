@@ -1,5 +1,5 @@
 // Feed-forward blocks: the dense GLU MLP (layer 0, shared experts) and K3's Stable LatentMoE
-// (attnres-moe.md section 2.3): fp32 sigmoid router with biased selection and unbiased,
+// (docs/architecture.md): fp32 sigmoid router with biased selection and unbiased,
 // renormalised weights; routed experts run in the latent (routed_expert_down_proj), combined in
 // fp32, routed_expert_norm, routed_expert_up_proj; plus the shared MLP on the full-width input.
 #pragma once

@@ -1,7 +1,7 @@
-// The Kimi K3 text model: config + bound weights + the forward pass of attnres-moe.md section
-// 1.6.  forward() runs new tokens of any number of sequences in one call (prefill chunks and
-// decode steps alike) and advances their states; it validates everything first, so a rejected
-// call leaves every state untouched.
+// The Kimi K3 text model: config + bound weights + the forward pass (docs/architecture.md, "The
+// model k3 computes").  forward() runs new tokens of any number of sequences in one call
+// (prefill chunks and decode steps alike) and advances their states; it validates everything
+// first, so a rejected call leaves every state untouched.
 #pragma once
 
 #include <memory>

@@ -20,9 +20,8 @@ void kda_layer_forward(const KdaWeights& w, const TextConfig& c, const BatchLayo
   // The projections are token-major [N][heads * D]; everything the delta rule reads is made
   // head-major [heads][N][D] on the way (the short conv writes it, the gate transform too), so a
   // head's rows are contiguous.  Token-major rows of one head lie a whole [heads * D] row apart, a
-  // stride that maps every row to the same few cache sets and that no prefetcher follows: the
-  // chunked kernel ran 13% (in-process, same data) to ~40% (k3 bench kda_prefill, together with
-  // the forward-substitution change) slower on it, 96 heads x 4096 tokens.
+  // stride that maps every row to the same few cache sets and that no prefetcher follows, which
+  // slows the chunked kernel down markedly.
   auto head_row = [N, D](int64_t h, int64_t row) { return (h * N + row) * D; };
   std::vector<float> q_raw(N * P), k_raw(N * P), v_raw(N * P), q(N * P), k(N * P), v(N * P);
   linear(w.q, x, N, q_raw.data(), precision);

@@ -1,4 +1,4 @@
-// A Kimi Delta Attention layer (k3-model.md section 2, kda.md section 3) over a batch:
+// A Kimi Delta Attention layer (docs/architecture.md; Kimi Linear, arXiv:2510.26692) over a batch:
 // q/k/v projections -> causal short conv + SiLU (per-sequence history) -> per-head L2 norm, q
 // scaled by head_dim^-0.5 -> forget gate (bounded sigmoid for K3, softplus for Kimi-Linear) and
 // sigmoid beta -> fp32 delta rule (token-by-token for a single new token, chunked otherwise) ->

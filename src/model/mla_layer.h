@@ -1,4 +1,4 @@
-// Gated Multi-head Latent Attention, NoPE (k3-model.md section 3) over a batch.  Each sequence
+// Gated Multi-head Latent Attention, NoPE (docs/architecture.md) over a batch.  Each sequence
 // caches one latent row per token: kv_a_layernorm(c_kv) followed by the raw k_rope.
 //   absorbed: q_lat = W_UK^T q_nope attends the latent rows directly (MQA over 576 dims), and
 //             W_UV maps the attended latent back -- cheapest when few queries read a long cache;

@@ -57,12 +57,12 @@ struct Timed {
 
 // Times `reps` passes of `calls` body calls each (after one warm-up pass), as seconds per call:
 // a figure that rotates over many matrices or states times whole passes, so its median, min and
-// max are those of passes over every copy (per-call samples of ~0.1 ms made min and max the
-// outliers of single calls, e.g. one preempted call read as "0.5 GB/s").  Probes bandwidth
-// before and after: the probe
-// buffer (with `probe`) and, when `own` names them, the very bytes the kernel reads.  The VM places buffers in
-// memory of different speed (a GEMV once read its matrices at 65 GB/s while every buffer probe
-// of that run read <= 64, a 103% "ratio"); a read of the same bytes bounds what the kernel can do.
+// max are those of passes over every copy (per-call samples of ~0.1 ms would make min and max the
+// outliers of single calls, e.g. one preempted call).  Probes bandwidth before and after: the
+// probe buffer (with `probe`) and, when `own` names them, the very bytes the kernel reads.  A VM
+// may place buffers in memory of different speed, so a kernel can read its own matrices faster
+// than any probe buffer (a "ratio" above 100%); a read of the same bytes bounds what the kernel
+// can do.
 Timed time_it(ThreadPool& pool, int reps, bool probe, const std::function<void()>& body,
               const std::vector<ByteSpan>& own = {}, int calls = 1) {
   Timed t;

@@ -34,7 +34,7 @@ void measure_read_bandwidth(ThreadPool& pool, MachineLimits* out, int reps = 5, 
 double measure_read_gbps_once(ThreadPool& pool, uint64_t bytes = 0);
 // Streaming-read bandwidth over given memory, all threads, read as integers (any bit pattern):
 // e.g. the weights one decoded token reads, which may sit in faster or slower memory than the
-// probe buffer above (on the VMs a buffer's speed differed from the weights' by up to 30%).
+// probe buffer above (on a VM a buffer's speed can differ markedly from the weights').
 struct ByteSpan {
   const void* data = nullptr;
   uint64_t bytes = 0;

@@ -12,7 +12,7 @@ namespace k3::perf_isa {
 
 uint64_t xor_bytes_avx512(const uint8_t* p, int64_t n) {
   // Four interleaved streams (quarters of the range), as a GEMV reads several rows at once: one
-  // sequential stream leaves part of the bandwidth unused on some CPUs (Zen 5: ~65 vs ~78 GB/s).
+  // sequential stream leaves part of the bandwidth unused on some CPUs (Zen 5 among them).
   // Integer loads, so any bit pattern (weights included) reads at full speed.
   const int64_t q = n / 4;
   __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;

@@ -169,13 +169,13 @@ ModelBenchResult run_model_bench(const Model& model, const std::string& label, c
     if (rep > 0) decode_seconds += dt;
     log_info("bench: decode rep ", rep, ": ", opt.decode_tokens / dt, " tokens/s");
     if (store != nullptr) continue;  // the probes below would read the mapped files from disk
-    // A probe after every repetition (~30 ms each): the VM's read bandwidth changes state within
-    // seconds, and with probes only before and after, decode measured 61 GB/s against a fastest
-    // probe of 56 (a 109% "roofline" ratio).
+    // A probe after every repetition (~30 ms each): a VM's read bandwidth can change state within
+    // seconds, and probes only before and after can miss a fast spell the decode ran in (a
+    // "roofline" ratio above 100%).
     bw_probes = std::max(bw_probes, measure_read_gbps_once(pool));
-    // And the same streaming read over exactly the bytes a decoded token reads: on the VMs the
-    // probe buffer sat in slower memory than the weights at times (a decode at 59 GB/s against
-    // a fastest buffer probe of 46 GB/s), and the roofline is reading those bytes.
+    // And the same streaming read over exactly the bytes a decoded token reads: on a VM the
+    // probe buffer can sit in slower memory than the weights, and the roofline is reading those
+    // bytes.
     if (rep % 2 == 0) weights_probe = std::max(weights_probe, measure_read_gbps_spans(pool, active.spans));
   }
   if (store != nullptr) {

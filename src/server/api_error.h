@@ -1,9 +1,9 @@
 // Failures the HTTP API reports, as OpenAI's error envelope
 //   {"error": {"message": ..., "type": ..., "param": ... | null, "code": ... | null}}
-// with the status that goes with them (api.md "Errors"): 400 bad input, 401 API key, 404 unknown
-// path, 405 wrong method, 413 oversize body, 429 queue full, 503 loading / shutting down, 500 only
-// for real faults.  Request parsing throws ApiError; a plain k3::Error from the text or engine
-// libraries (which name the field) becomes a 400.
+// with the status that goes with them (docs/api.md "Errors"): 400 bad input, 401 API key, 404
+// unknown path, 405 wrong method, 413 oversize body, 429 queue full, 503 loading / shutting down,
+// 500 only for real faults.  Request parsing throws ApiError; a plain k3::Error from the text or
+// engine libraries (which name the field) becomes a 400.
 #pragma once
 
 #include <string>

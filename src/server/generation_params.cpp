@@ -30,8 +30,8 @@ std::optional<bool> get_bool(const ojson& body, const char* field) {
 std::optional<int64_t> get_int(const ojson& body, const char* field) {
   if (!present(body, field)) return std::nullopt;
   const ojson& v = body[field];
-  // (An unsigned value past 2^63 - 1 used to wrap: 18446744073709551615 became -1, and a top_k
-  // of that size "no limit".)
+  // (An unsigned value past 2^63 - 1 would wrap: 18446744073709551615 would become -1, and a
+  // top_k of that size "no limit".)
   if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
     bad(field, cat(field, " is too large (got ", v.get<uint64_t>(), ")"));
   if (v.is_number_integer()) return v.get<int64_t>();
@@ -186,7 +186,7 @@ GenerationParams parse_generation_params(const ojson& body, Endpoint endpoint) {
     if (!lb.is_object()) bad("logit_bias", "logit_bias must be an object of token id -> bias");
     if (lb.size() > 1024) bad("logit_bias", cat("logit_bias holds ", lb.size(), " tokens; at most 1024 are allowed"));
     for (const auto& [key, value] : lb.items()) {
-      // Decimal digits only (strtoll alone took " +5" as token 5).
+      // Decimal digits only (strtoll alone would take " +5" as token 5).
       const bool digits = !key.empty() && key.size() <= 10 && key.find_first_not_of("0123456789") == std::string::npos;
       const long long id = digits ? std::strtoll(key.c_str(), nullptr, 10) : -1;
       if (!digits || id > (1ll << 30))

@@ -1,5 +1,5 @@
 // The sampling and output fields shared by /v1/chat/completions and /v1/completions, read from
-// the request body and checked (api.md "Request fields"):
+// the request body and checked (docs/api.md, "Sampling and output fields"):
 //   max_tokens / max_completion_tokens (the latter wins), temperature [0, 2] (default 1),
 //   top_p (0, 1], top_k (0 or -1 = off), min_p [0, 1], presence_penalty / frequency_penalty
 //   [-2, 2], repetition_penalty (0, 2], logit_bias ({"token id": [-100, 100]}, at most 1024),

@@ -67,8 +67,8 @@ ojson parse_body(const std::string& text) {
     throw ApiError(400, cat("the request body nests arrays or objects more than ", kMaxJsonDepth, " levels deep"), "",
                    "invalid_json");
   // py_json_parse, not ojson::parse: that one searches an object's keys linearly for each new
-  // key (a 900 KB body of 80,000 keys held a worker for 8 s) and stops at a NUL byte, silently
-  // dropping the rest of the body.
+  // key (a body of tens of thousands of keys holds a worker for seconds) and stops at a NUL
+  // byte, silently dropping the rest of the body.
   ojson body;
   try {
     body = py_json_parse(text);

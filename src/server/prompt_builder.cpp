@@ -113,8 +113,8 @@ void check_messages(const ojson& messages) {
 }
 
 // Every tool is {"type": "function", "function": {"name": string, "parameters"?: object, ...}},
-// and a tool_choice that requires a call has tools to call (a malformed tool used to be skipped
-// and "required" without tools ignored, both silently).
+// and a tool_choice that requires a call has tools to call (rather than skipping a malformed tool
+// and ignoring "required" without tools, both silently).
 void check_tools(const ojson& tools, const ojson& tool_choice) {
   const size_t n = tools.is_array() ? tools.size() : 0;
   for (size_t i = 0; i < n; ++i) {
@@ -191,7 +191,7 @@ PreparedChat prepare_chat(const EngineHost& host, const ojson& body, const Image
                      "messages", "images_not_supported");
     if (check_fit) {
       // The images' token counts follow from their sizes alone: refuse before the tower runs (a
-      // 4095 x 4095 upload took ~84 s of encoding only to fail the context check afterwards).
+      // 4095 x 4095 upload would spend over a minute encoding only to fail the context check).
       int64_t image_tokens = 0;
       for (const Image& im : images)
         image_tokens += navit_resize_geometry(im.width, im.height, host.vision()->media_config()).num_tokens;

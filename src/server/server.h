@@ -1,4 +1,4 @@
-// `k3 serve`: the OpenAI-compatible HTTP server (spec/api.md).  run_server() binds the socket,
+// `k3 serve`: the OpenAI-compatible HTTP server (docs/api.md).  run_server() binds the socket,
 // starts loading the model on a background thread (/health answers 503 until the engine loop
 // runs), serves until SIGINT/SIGTERM, then cancels outstanding requests and returns.
 //

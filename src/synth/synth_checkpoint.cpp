@@ -36,7 +36,7 @@ json preset_text_config(const std::string& preset) {
          {"kda_num_heads", 4},         {"kda_head_dim", 64}};
   } else if (preset == "k3-width" || preset == "k3") {
     // Full Kimi K3 widths.  k3-width: 4 layers (3 KDA + 1 MLA) and 64 experts keep it a few GB;
-    // k3: the released 93 layers and 896 experts (k3-model.md section 1).
+    // k3: the released 93 layers and 896 experts.
     t = {{"hidden_size", 7168},         {"num_hidden_layers", 4},       {"vocab_size", 163840},
          {"num_attention_heads", 96},   {"num_key_value_heads", 96},    {"q_lora_rank", 1536},
          {"kv_lora_rank", 512},         {"qk_nope_head_dim", 128},      {"qk_rope_head_dim", 64},

@@ -134,8 +134,8 @@ BpeRanks BpeRanks::parse_tiktoken(std::string_view text, const std::string& sour
   }
   K3_CHECK(!lines.empty(), source_name, ": no tokens");
   K3_CHECK(max_rank < (1 << 30), source_name, ": rank ", max_rank, " is too large");
-  // The per-rank tables are as long as the highest rank: a one-line file "QQ== 1000000000" made
-  // them 8 GB.  Gaps are allowed, but not more of them than there are tokens (plus a margin).
+  // The per-rank tables are as long as the highest rank: a one-line file "QQ== 1000000000" would
+  // make them 8 GB.  Gaps are allowed, but not more of them than there are tokens (plus a margin).
   const size_t slots = static_cast<size_t>(max_rank) + 1;
   const size_t unused = slots > lines.size() ? slots - lines.size() : 0;  // (repeated ranks are caught below)
   K3_CHECK(unused <= lines.size() + kMaxRankGaps, source_name, ": rank ", max_rank, " leaves ", unused,

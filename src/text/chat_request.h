@@ -1,5 +1,5 @@
 // The inputs of the K3 prompt renderer, and how an OpenAI /v1/chat/completions body maps onto them
-// (spec/api.md, fixtures/chat/README.md):
+// (docs/api.md, tests/data/fixtures/chat/README.md):
 //   reasoning_effort low|high|max             -> thinking_effort (default "max")
 //   chat_template_kwargs.thinking (bool)      -> thinking (default true)
 //   chat_template_kwargs.thinking_effort      -> thinking_effort; an explicit null means "no effort

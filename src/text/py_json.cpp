@@ -79,10 +79,10 @@ void dump(const ojson& v, const PyJsonStyle& style, std::string& out) {
 }
 
 // Builds an ordered_json from nlohmann's SAX events in linear time.  ojson::parse inserts each key
-// with ordered_map's linear search, so an object of n keys took O(n^2): an 870 KB body of 80,000
-// keys parsed for 8 s.  Here a key is appended directly, and a hash map per open object (key ->
-// position) finds a repeated one, which keeps its first position and takes the last value (as a
-// Python dict).
+// with ordered_map's linear search, so an object of n keys takes O(n^2): seconds for a body of
+// tens of thousands of keys.  Here a key is appended directly, and a hash map per open object
+// (key -> position) finds a repeated one, which keeps its first position and takes the last
+// value (as a Python dict).
 class OrderedBuilder {
  public:
   using Sax = nlohmann::json_sax<nlohmann::json>;

@@ -69,8 +69,8 @@ SpecialTokens SpecialTokens::from_kimi_config(const nlohmann::json& config, int3
       const auto [ptr, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
       K3_CHECK(ec == std::errc() && ptr == key.data() + key.size(), source, ": added_tokens_decoder key '", key,
                "' is not a token id");
-      // Only the plain decimal form: "0163584" next to "163584" named id 163584 twice, and the
-      // later entry silently replaced the earlier one.
+      // Only the plain decimal form: "0163584" next to "163584" would name id 163584 twice, and
+      // the later entry would silently replace the earlier one.
       K3_CHECK(key == std::to_string(id), source, ": added_tokens_decoder key '", key, "' is not written as a plain ",
                "decimal token id (", id, ")");
       K3_CHECK(entry.is_object() && entry.contains("content") && entry.at("content").is_string(), source,

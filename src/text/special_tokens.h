@@ -3,8 +3,8 @@
 //
 // Kimi checkpoints reserve 256 special ids right after the ordinary ranks (K3: 163584..163839);
 // each takes its text from tokenizer_config.json's `added_tokens_decoder`, else
-// `<|reserved_token_{id}|>`.  k3_special_token_text() gives K3's own names by offset (k3-model.md
-// §8), used for the `k3` preset and the synthetic tokenizer.
+// `<|reserved_token_{id}|>`.  k3_special_token_text() gives K3's own names by offset (those of
+// the released tokenizer_config.json), used for the `k3` preset and the synthetic tokenizer.
 #pragma once
 
 #include <cstdint>
@@ -41,7 +41,7 @@ class SpecialTokens {
 
   // The 256 Kimi specials at base..base+255, named from a parsed tokenizer_config.json.
   static SpecialTokens from_kimi_config(const nlohmann::json& config, int32_t base, const std::string& source);
-  // K3's table (k3-model.md §8) at base..base+255.
+  // K3's table at base..base+255.
   static SpecialTokens k3_defaults(int32_t base);
 
   const std::vector<SpecialToken>& tokens() const { return tokens_; }
@@ -59,7 +59,7 @@ class SpecialTokens {
   // The texts as a byte trie (node 0 the root): find() walks it from each position, so a search
   // costs at most the text length times the longest text (kMaxTextBytes), however many specials
   // and lengths a tokenizer_config.json lists.  (Hashing every distinct length at every position
-  // took minutes on a hostile config of many long texts sharing a first byte.)
+  // would take minutes on a hostile config of many long texts sharing a first byte.)
   struct TrieNode {
     std::vector<std::pair<unsigned char, int32_t>> next;  // byte -> child node
     int32_t id = -1;                                      // a special's id if its text ends here

@@ -1,6 +1,6 @@
 // The pre-tokenization patterns k3 knows, each with the special tokens that go with it:
-//   k3      the Kimi K2/K3 regex (vision-tokenizer.md §3.2); specials = K3's 256 reserved ids right
-//           after the ordinary ranks (k3-model.md §8); encodes with the reference's chunking
+//   k3      the Kimi K2/K3 pre-tokenization regex; specials = K3's 256 reserved ids right
+//           after the ordinary ranks; encodes with the reference's chunking
 //           (400,000-char windows, runs of at most 25,000 (non-)whitespace chars);
 //   cl100k  OpenAI cl100k_base; specials <|endoftext|> 100257, <|fim_prefix|> 100258,
 //           <|fim_middle|> 100259, <|fim_suffix|> 100260, <|endofprompt|> 100276;

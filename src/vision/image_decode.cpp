@@ -41,8 +41,8 @@ Image decode_image(std::span<const uint8_t> bytes, const std::string& source, co
   fail(source, ": not a PNG or JPEG image (unrecognised signature)");
 }
 
-// stat() first, then read at most max_bytes + 1: the old tellg() size check saw 0 bytes for
-// /dev/zero (which was then read until memory ran out) and a huge size for a directory.
+// stat() first, then read at most max_bytes + 1: a tellg() size check would see 0 bytes for
+// /dev/zero (which would then be read until memory ran out) and a huge size for a directory.
 Image load_image_file(const std::string& path, const DecodeOptions& options) {
   const ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));  // a FIFO must not block the open
   if (fd.get() < 0) fail(path, ": cannot open image file: ", std::strerror(errno));

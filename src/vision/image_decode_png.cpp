@@ -113,7 +113,7 @@ Image decode_png(std::span<const uint8_t> bytes, const std::string& source, cons
   // Only IHDR, PLTE, tRNS, IDAT and IEND matter here (gamma and colour chunks are ignored, as
   // PIL ignores them): every other chunk is skipped unparsed.  libpng would otherwise inflate
   // each zTXt / iTXt text (up to 8 MB apiece, a thousand of them): an 8 MB file holding a 4x4
-  // image behind text chunks took 48 s to decode.
+  // image behind text chunks would take most of a minute to decode.
   png_set_keep_unknown_chunks(s.png(), PNG_HANDLE_CHUNK_NEVER, nullptr, -1);
 
   PngHeader h;

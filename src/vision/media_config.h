@@ -1,6 +1,6 @@
 // The image preprocessor settings: `media_proc_cfg` of a checkpoint's preprocessor_config.json
-// (k3-model.md section 7), with the released Kimi K3 values as defaults when the file or a key
-// is absent.  Only the image path is modelled (video keys are read and ignored).
+// (the released processor's settings), with the released Kimi K3 values as defaults when the
+// file or a key is absent.  Only the image path is modelled (video keys are read and ignored).
 #pragma once
 
 #include <array>

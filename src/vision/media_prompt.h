@@ -1,4 +1,4 @@
-// How an image enters the K3 prompt (k3-model.md section 7, "Prompt and insertion"):
+// How an image enters the K3 prompt (as the released processor and chat template insert it):
 //   <|media_begin|>image {W}x{H}<|media_content|> + N x <|media_pad|> + <|media_end|>
 // with W x H the ORIGINAL upload size and N the image's token count; "image {W}x{H}" is ordinary
 // BPE text.  This text replaces one `<|kimi_image_placeholder|>` (a plain string written by the

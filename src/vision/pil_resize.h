@@ -1,5 +1,5 @@
 // Bicubic resizing bit-exact with Pillow's Image.resize(size, Image.Resampling.BICUBIC) on 8-bit
-// images (the released K3 processor resizes with PIL; vision-tokenizer.md pitfall 2):
+// images (the released K3 processor resizes with PIL, whose bicubic differs from PyTorch's):
 //   - separable: a horizontal pass, then a vertical pass; a pass whose size does not change is
 //     skipped, and an unchanged size returns a copy;
 //   - cubic kernel a = -0.5 whose support widens by the scale when downscaling (antialiasing),

@@ -1,5 +1,5 @@
-// The released K3 image preprocessing (k3-model.md section 7; fixtures/vision-tiny-a README,
-// "Resolved choices"), from a decoded image to the tower's input:
+// The released K3 image preprocessing (tests/data/fixtures/vision-tiny-a/README.md, "Resolved
+// choices"), from a decoded image to the tower's input:
 //   1. navit_resize_image: one scale s = min(1, sqrt(in_patch_limit / (max(1, w//14) *
 //      max(1, h//14))), 512*14/w, 512*14/h); new side = min(max(1, int(side * s)), 512*14);
 //   2. PIL bicubic resize to that size (pil_resize.h; RGBA premultiplied);

@@ -1,4 +1,4 @@
-// From encoder output to language-model embeddings (k3-model.md section 7):
+// From encoder output to language-model embeddings (as the released checkpoint defines them):
 //   sd2_tpool merge: each image's (gh, gw) grid of patches becomes (gh/2)(gw/2) tokens, row-major
 //     over the 2x2 cells, each the concatenation of its sub-patches (0,0),(0,1),(1,0),(1,1)
 //     (feature index = sub * hidden + d; the mean over t is the identity for single images);

@@ -1,5 +1,5 @@
 // The MoonViT-V2 tower and patchmergerv2 projector settings: the `vision_config` object of a
-// Kimi K3 config.json (official field names, k3-model.md section 7).  Validated as a whole:
+// Kimi K3 config.json (official field names).  Validated as a whole:
 // every missing or out-of-range field, and every variant k3 does not implement (another
 // projector, merge, norm, activation or position-embedding mode, biases), is reported together.
 #pragma once

@@ -1,4 +1,4 @@
-// The MoonViT-V2 encoder (k3-model.md section 7) over images packed into one sequence:
+// The MoonViT-V2 encoder (docs/architecture.md) over images packed into one sequence:
 //   x = patch_conv(pixels) + interpolated pos_emb                      (pos_emb.h)
 //   per block:  x += wo(attn(rope(wqkv(rms_norm0(x)))))                 (rope2d.h, vision_attention.h)
 //               x += fc1(gelu_tanh(fc0(rms_norm1(x))))

@@ -1,4 +1,4 @@
-// Typed views of the vision tower and projector tensors (k3-model.md section 5):
+// Typed views of the vision tower and projector tensors (the released checkpoint's names):
 //   vision_tower.patch_embed.proj.weight          [hidden, 3, p, p]   (the conv as a matrix)
 //   vision_tower.patch_embed.pos_emb.weight       [H, W, hidden]
 //   vision_tower.encoder.blocks.B.norm0/norm1     [hidden]

@@ -1,4 +1,4 @@
-// Block AttnRes aggregation against a plain fp64 version of attnres-moe.md section 1.6.
+// Block AttnRes aggregation against a plain fp64 version of the formula in attn_res.h.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,4 +1,5 @@
-// MXFP4 decoding exactly as k3-model.md section 6, including the release's golden values.
+// MXFP4 decoding exactly as the OCP MX format and the K3 release define it, including the
+// release's golden values.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -25,7 +25,7 @@ std::string error_of(Fn&& fn) {
 
 // A golden fixture folder (e.g. "k3-tiny-a"): the byte-identical copy under tests/data/fixtures.
 std::string fixture_dir(const std::string& name);
-// ../shared/fixtures/<name> when present (for the identity check), else "".
+// K3_SHARED_FIXTURES_DIR/<name> when present (for the identity check), else "".
 std::string shared_fixture_dir(const std::string& name);
 
 // A fresh empty directory, removed when the object dies.

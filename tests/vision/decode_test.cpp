@@ -218,10 +218,10 @@ Bytes png_chunk(const char* type, const Bytes& data) {
   return c;
 }
 
-// Chunks other than IHDR, PLTE, tRNS, IDAT and IEND are skipped unparsed.  libpng used to
+// Chunks other than IHDR, PLTE, tRNS, IDAT and IEND are skipped unparsed.  libpng would otherwise
 // inflate every zTXt / iTXt (up to 8 MB of text each, a thousand of them): an 8 MB file with a
-// 4x4 image behind 1100 such chunks took 48 s to decode.  Observable here: a broken text chunk
-// no longer reaches libpng's warnings (which an error message quotes).
+// 4x4 image behind 1100 such chunks would take most of a minute to decode.  Observable here: a
+// broken text chunk does not reach libpng's warnings (which an error message quotes).
 TEST(PngDecode, TextChunksAreSkippedUnparsed) {
   PngSpec s;
   s.width = 8;
@@ -338,9 +338,9 @@ TEST(JpegDecode, LostRestartMarkerIsAnError) {
       << m;
 }
 
-// Each scan of a progressive JPEG is a pass over the whole image: a file repeating a few-byte
-// scan thousands of times decoded for minutes (4096x4096, 2000 scans, 200 KB: 20 s).  More
-// than 500 scans is refused.
+// Each scan of a progressive JPEG is a pass over the whole image: a small file repeating a
+// few-byte scan thousands of times over a large image would decode for tens of seconds or
+// more.  More than 500 scans is refused.
 TEST(JpegDecode, TooManyScansIsAnError) {
   const std::vector<uint8_t> rgb(32 * 32 * 3, 128);  // flat: every repeated scan decodes cleanly
   const Bytes jpeg = testing::encode_jpeg_progressive(32, 32, rgb);

@@ -1,4 +1,4 @@
-// The released preprocessing: the navit geometry's checked vectors (k3-model.md section 7), and
+// The released preprocessing: the navit geometry's checked vectors (from the release), and
 // the vision-tiny-a images decoded and preprocessed to the golden pixel_values within 1e-6.
 #include "vision/preprocess.h"
 
