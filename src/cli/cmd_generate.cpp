@@ -31,13 +31,14 @@ namespace {
 void report_ranks(int64_t count, const dist::Traffic& at_first) {
   const dist::Traffic t = dist::traffic();
   const uint64_t decoded = count > 1 ? static_cast<uint64_t>(count - 1) : 1;
-  const uint64_t mine[3] = {peak_rss_bytes(), (t.bytes_sent - at_first.bytes_sent) / decoded,
-                            (t.bytes_received - at_first.bytes_received) / decoded};
-  std::vector<uint64_t> all(3 * static_cast<size_t>(dist::size()));
-  dist::allgather_u64(mine, 3, all.data());
+  const uint64_t mine[4] = {peak_rss_bytes(), (t.bytes_sent - at_first.bytes_sent) / decoded,
+                            (t.bytes_received - at_first.bytes_received) / decoded,
+                            (t.collectives - at_first.collectives) / decoded};
+  std::vector<uint64_t> all(4 * static_cast<size_t>(dist::size()));
+  dist::allgather_u64(mine, 4, all.data());
   for (int r = 0; r < dist::size(); ++r)
-    log_info("rank ", r, ": peak resident ", all[3 * r] / 1e9, " GB; per decoded token sent ", all[3 * r + 1],
-             " B, received ", all[3 * r + 2], " B");
+    log_info("rank ", r, ": peak resident ", all[4 * r] / 1e9, " GB; per decoded token sent ", all[4 * r + 1],
+             " B, received ", all[4 * r + 2], " B in ", all[4 * r + 3], " exchanges");
 }
 
 }  // namespace

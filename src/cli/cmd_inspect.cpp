@@ -97,8 +97,9 @@ int inspect(const std::string& dir, int ranks) {
   }
   // Over several ranks (mpirun -np R), the latency layout's share of each (model/partition.h).
   if (ranks > 1) {
-    std::printf("ranks           %d (every product split by output rows; router, kv_b and embedding on every rank)\n",
-                ranks);
+    std::printf("ranks           %d (every product split by output rows; router, kv_b and embedding on every rank); "
+                "%llu exchanges per decoded token\n",
+                ranks, static_cast<unsigned long long>(rank_footprint(w, c, 0, ranks).collectives_per_token));
     std::printf("  rank      weights held   of which replicated   read per token   sent per token   received per token\n");
     for (int r = 0; r < ranks; ++r) {
       const RankFootprint f = rank_footprint(w, c, r, ranks);

@@ -24,9 +24,22 @@ void kda_layer_forward(const KdaWeights& w, const TextConfig& c, const BatchLayo
   // slows the chunked kernel down markedly.
   auto head_row = [N, D](int64_t h, int64_t row) { return (h * N + row) * D; };
   std::vector<float> q_raw(N * P), k_raw(N * P), v_raw(N * P), q(N * P), k(N * P), v(N * P);
-  linear(w.q, x, N, q_raw.data(), precision);
-  linear(w.k, x, N, k_raw.data(), precision);
-  linear(w.v, x, N, v_raw.data(), precision);
+  // Every product of x in one batch (x prepared once, one pool dispatch, and over several ranks
+  // one exchange), then the low-rank second halves in another.
+  std::vector<float> fa(N * D), g_tok(N * P), beta(N * H), gate(N * P), ga(N * w.g_a.rows);
+  {
+    std::vector<LinearJob> jobs = {{&w.q, x, N, q_raw.data(), precision},
+                                   {&w.k, x, N, k_raw.data(), precision},
+                                   {&w.v, x, N, v_raw.data(), precision},
+                                   {&w.f_a, x, N, fa.data(), precision},
+                                   {&w.b, x, N, beta.data(), precision}};
+    if (!w.g.empty()) jobs.push_back({&w.g, x, N, gate.data(), precision});
+    else jobs.push_back({&w.g_a, x, N, ga.data(), precision});
+    linear_batch(jobs);
+    jobs = {{&w.f_b, fa.data(), N, g_tok.data(), precision}};
+    if (w.g.empty()) jobs.push_back({&w.g_b, ga.data(), N, gate.data(), precision});
+    linear_batch(jobs);
+  }
   global_pool().run(H, [&](int64_t h, int) {
     for (const BatchSegment& s : batch.segments) {
       KdaLayerState& st = s.state->kda[index];
@@ -42,10 +55,7 @@ void kda_layer_forward(const KdaWeights& w, const TextConfig& c, const BatchLayo
   for (float& e : q) e *= q_scale;
 
   // Forget gate g (log decay, head-major; q_raw's buffer is free again) and beta ([N][H]).
-  std::vector<float> fa(N * D), g_tok(N * P), beta(N * H);
   std::vector<float>& g = q_raw;
-  linear(w.f_a, x, N, fa.data(), precision);
-  linear(w.f_b, fa.data(), N, g_tok.data(), precision);
   for (int64_t t = 0; t < N; ++t)
     for (int h = 0; h < H; ++h) {
       const float a = std::exp(w.a_log[h]);
@@ -63,7 +73,6 @@ void kda_layer_forward(const KdaWeights& w, const TextConfig& c, const BatchLayo
     sigmoid(g.data(), N * P, g.data());
     for (float& e : g) e *= lb;
   }
-  linear(w.b, x, N, beta.data(), precision);
   sigmoid(beta.data(), N * H, beta.data());
 
   // Delta rule per (sequence, head), spread over the thread pool; o head-major in k_raw's buffer,
@@ -96,15 +105,7 @@ void kda_layer_forward(const KdaWeights& w, const TextConfig& c, const BatchLayo
       std::copy_n(&o_heads[head_row(h, t)], D, &o[t * P + h * D]);
   });
 
-  // Output gate and projection.
-  std::vector<float> gate(N * P);
-  if (!w.g.empty()) {
-    linear(w.g, x, N, gate.data(), precision);
-  } else {
-    std::vector<float> ga(N * w.g_a.rows);
-    linear(w.g_a, x, N, ga.data(), precision);
-    linear(w.g_b, ga.data(), N, gate.data(), precision);
-  }
+  // Output gate (computed above) and projection.
   rms_norm_sigmoid_gated(o.data(), gate.data(), N * H, D, w.o_norm.data(), c.rms_norm_eps, o.data());
   linear(w.o, o.data(), N, out, precision);
 }

@@ -80,17 +80,20 @@ void mla_layer_forward(const MlaWeights& w, const TextConfig& c, const BatchLayo
   Dims m{c.num_heads, c.qk_nope_head_dim, c.qk_rope_head_dim, c.v_head_dim, c.kv_lora_rank,
          c.mla_qk_head_dim(), c.mla_cache_width(), c.qk_nope_head_dim + c.v_head_dim};
 
-  std::vector<float> q(N * m.H * m.qk);
+  // Every product of x in one batch (x prepared once, one pool dispatch, and over several ranks
+  // one exchange): the query (or its low-rank half), the latent, the output gate.
+  std::vector<float> q(N * m.H * m.qk), ckv(N * m.width), cq(N * w.q_a.rows), gate(N * w.g.rows);
+  {
+    std::vector<LinearJob> jobs = {{&w.kv_a, x, N, ckv.data(), precision}};
+    if (!w.q_a.empty()) jobs.push_back({&w.q_a, x, N, cq.data(), precision});
+    else jobs.push_back({&w.q_b, x, N, q.data(), precision});
+    if (!w.g.empty()) jobs.push_back({&w.g, x, N, gate.data(), precision});
+    linear_batch(jobs);
+  }
   if (!w.q_a.empty()) {
-    std::vector<float> cq(N * w.q_a.rows);
-    linear(w.q_a, x, N, cq.data(), precision);
     rms_norm(cq.data(), N, w.q_a.rows, w.q_a_norm.data(), c.mla_norm_eps, cq.data());
     linear(w.q_b, cq.data(), N, q.data(), precision);
-  } else {
-    linear(w.q_b, x, N, q.data(), precision);
   }
-  std::vector<float> ckv(N * m.width);
-  linear(w.kv_a, x, N, ckv.data(), precision);
   for (int64_t t = 0; t < N; ++t)
     rms_norm(&ckv[t * m.width], 1, m.lora, w.kv_a_norm.data(), c.mla_norm_eps, &ckv[t * m.width]);
 
@@ -124,11 +127,8 @@ void mla_layer_forward(const MlaWeights& w, const TextConfig& c, const BatchLayo
       }
     }
   }
-  if (!w.g.empty()) {
-    std::vector<float> gate(N * m.H * m.vdim);
-    linear(w.g, x, N, gate.data(), precision);
+  if (!w.g.empty())
     for (size_t i = 0; i < o.size(); ++i) o[i] *= sigmoid(gate[i]);
-  }
   linear(w.o, o.data(), N, out, precision);
 }
 

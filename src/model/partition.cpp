@@ -102,6 +102,21 @@ RankFootprint rank_footprint(const ModelWeights& w, const TextConfig& c, int ran
   sent_rows += expert_rows_own * k;
   total_rows += expert_rows_all * k;
   f.sent_per_token = sent_rows * sizeof(float) * others;
+  if (ranks > 1) {
+    uint64_t n = w.lm_head.row_split ? 1 : 0;
+    for (const LayerWeights& L : w.layers) {
+      if (L.kind == LayerKind::kKda) n += 3;
+      else n += L.mla.q_a.empty() ? 2 : 3;
+      if (!L.moe) {
+        n += 2;
+        continue;
+      }
+      const MoeWeights& m = L.moe_w;
+      n += (m.latent_down.empty() ? 0 : 1) + (m.latent_up.empty() ? 0 : 1) + (m.shared.gate.empty() ? 0 : 2);
+      if (!m.experts.empty()) n += 2;  // a decoded token's top_k experts run as one group
+    }
+    f.collectives_per_token = n;
+  }
   f.received_per_token = (total_rows - sent_rows) * sizeof(float);
   return f;
 }

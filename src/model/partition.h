@@ -18,6 +18,11 @@ struct RankFootprint {
   uint64_t read_per_token = 0;    // weight bytes one decoded token reads on this rank
   uint64_t sent_per_token = 0;    // bytes it sends per decoded token (its output rows, to each other rank)
   uint64_t received_per_token = 0;
+  // Exchanges (one collective each) per decoded token: one per batch of row-split products
+  // (KDA: its products of x, the low-rank second halves, o; MLA: its products of x, q_b, o; MoE:
+  // latent down, shared gate+up, shared down, the experts' gate+up, their down, latent up; a
+  // dense MLP: gate+up, down; the head).
+  uint64_t collectives_per_token = 0;
 };
 
 // Rank `rank` of `ranks` for these weights; a decoded token reads the trunk, the embedding row

@@ -106,7 +106,10 @@ TEST(DistModel, DecodeTrafficIsWhatThePartitionPredicts) {
   const RankFootprint f = rank_footprint(model->weights(), model->text(), dist::rank(), dist::size());
   EXPECT_EQ(t.bytes_sent, f.sent_per_token);
   EXPECT_EQ(t.bytes_received, f.received_per_token);
-  if (dist::size() > 1) EXPECT_GT(t.bytes_received, 0u);
+  EXPECT_EQ(t.collectives, f.collectives_per_token);
+  if (dist::size() > 1) {
+    EXPECT_GT(t.bytes_received, 0u);
+  }
 }
 
 }  // namespace
