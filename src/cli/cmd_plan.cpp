@@ -19,8 +19,10 @@
 #include "io/available_memory.h"
 #include "io/mapped_file.h"
 #include "model/k3_model.h"
+#include "model/partition.h"
 #include "perf/disk_probe.h"
 #include "perf/machine.h"
+#include "perf/cluster_plan.h"
 #include "perf/plan.h"
 
 namespace k3::cli {
@@ -116,8 +118,27 @@ void check_output_path(const std::string& path) {
   K3_CHECK(!fs::is_directory(p, ec), "--json ", path, ": is a directory");
 }
 
+// The public MPI fork of the C engine: the real K3 over 16 and 32 sockets, 2 x Xeon Platinum
+// 8592+ per node, NDR InfiniBand, exact fp32, batch 1 (published ms per token).  Per-socket
+// memory bandwidth, fp32 peak and the network's latency are not published, and are assumed.
+constexpr double kAnchorMemGbps = 215;     // assumed: 8 channels of DDR5-5600 (358 GB/s) at ~60%
+constexpr double kAnchorGflops = 7800;     // assumed: 64 cores x 64 fp32 FLOP/cycle x ~1.9 GHz
+constexpr int kAnchorRanksPerNode = 2;
+constexpr double kAnchorNetGbps = 50;      // NDR: 400 Gb/s per node
+constexpr double kAnchorNetLatencyUs = 2;  // assumed: one MPI message between nodes
+constexpr double kAnchorShmLatencyUs = 1;  // assumed: one message between the sockets of a node
+struct AnchorPoint {
+  int ranks;
+  double ms_per_token;
+};
+constexpr AnchorPoint kAnchorPublished[] = {{16, 56.0}, {32, 47.6}};
+
 struct Args {
   std::string model, budgets, json, preset, probe_bytes = "4G", ram;
+  // Several ranks (mpirun): the rank counts, the cluster's figures or its preset.
+  std::string ranks, cluster_preset;
+  int ranks_per_node = 1;
+  double net_gbps = 0, net_latency_us = 0, shm_latency_us = 0.5;
   // Not given: 0 (the options' checks refuse 0), -1 for the hit rate.
   double disk_gbps = 0, mem_gbps = 0, gflops = 0, hit_rate = -1;
   int cores = 0;
@@ -125,7 +146,108 @@ struct Args {
   int prompt_tokens = 512, chunk_tokens = 256;
 };
 
+// k3 plan --ranks R[,R...]: the latency layout over R ranks (perf/cluster_plan.h).
+int plan_ranks(const Args& a) {
+  K3_CHECK(a.cluster_preset.empty() || a.cluster_preset == "xeon-8592-ndr", "--preset-cluster: unknown cluster '",
+           a.cluster_preset, "' (known: xeon-8592-ndr)");
+  const bool anchor = !a.cluster_preset.empty();
+  std::vector<int> counts;
+  std::vector<std::string> items;
+  for (size_t pos = 0; pos <= a.ranks.size();) {
+    const size_t end = std::min(a.ranks.find(',', pos), a.ranks.size());
+    items.push_back(a.ranks.substr(pos, end - pos));
+    pos = end + 1;
+  }
+  for (const std::string& t : items) {
+    char* end = nullptr;
+    const long r = std::strtol(t.c_str(), &end, 10);
+    K3_CHECK(end != nullptr && *end == '\0' && r >= 1 && r <= 65536, "--ranks: '", t,
+             "' is not a rank count from 1 to 65536");
+    counts.push_back(static_cast<int>(r));
+  }
+  K3_CHECK(!counts.empty(), "--ranks: no rank count given");
+  const std::string dir = resolve_model_dir(a.model);
+  ModelOptions options;
+  options.headers_only = true;
+  auto model = Model::load(dir, options);
+  const ModelFigures mf = model_figures(model->config(), model->weights(), model->checkpoint());
+
+  MachineFigures hw;
+  hw.bf16_gemv_eff = a.bf16_eff;
+  hw.mxfp4_gemv_eff = a.mxfp4_eff;
+  hw.prefill_eff = a.prefill_eff;
+  ClusterFigures cl;
+  cl.ranks_per_node = a.ranks_per_node;
+  cl.net_gbps = a.net_gbps;
+  cl.net_latency_us = a.net_latency_us;
+  cl.shm_latency_us = a.shm_latency_us;
+  std::string src = "given";
+  if (anchor) {
+    hw.mem_gbps = kAnchorMemGbps;
+    hw.fp32_gflops = kAnchorGflops;
+    cl.ranks_per_node = kAnchorRanksPerNode;
+    cl.net_gbps = kAnchorNetGbps;
+    cl.net_latency_us = kAnchorNetLatencyUs;
+    cl.shm_latency_us = kAnchorShmLatencyUs;
+    src = "the MPI C engine's cluster (--preset-cluster xeon-8592-ndr; memory, peak and latency assumed)";
+  }
+  if (a.mem_gbps > 0) hw.mem_gbps = a.mem_gbps;
+  if (a.gflops > 0) hw.fp32_gflops = a.gflops;
+  if (hw.mem_gbps == 0 || hw.fp32_gflops == 0) {  // this machine is one rank
+    ThreadPool& pool = global_pool();
+    if (hw.mem_gbps == 0) {
+      MachineLimits lim;
+      measure_read_bandwidth(pool, &lim, 3);
+      hw.mem_gbps = lim.read_gbps_max;
+    }
+    if (hw.fp32_gflops == 0) hw.fp32_gflops = measure_fp32_peak_once(pool);
+    src = "this machine as one rank (measured)";
+  }
+  PlanOptions po;
+  po.prompt_tokens = a.prompt_tokens;
+  po.chunk_tokens = a.chunk_tokens;
+  std::printf("checkpoint   %s: %s active parameters per token\n", dir.c_str(),
+              human_count(static_cast<double>(mf.active_params())).c_str());
+  std::printf("per rank     memory %s GB/s, fp32 %s GFLOP/s; bf16 GEMV at %.2f, MXFP4 at %.2f of memory bandwidth (%s)\n",
+              sig3(hw.mem_gbps).c_str(), sig3(hw.fp32_gflops).c_str(), hw.bf16_gemv_eff, hw.mxfp4_gemv_eff, src.c_str());
+  std::printf("cluster      %d rank(s) per node; network %s GB/s, %s us per message; %s us within a node\n",
+              cl.ranks_per_node, sig3(cl.net_gbps).c_str(), sig3(cl.net_latency_us).c_str(),
+              sig3(cl.shm_latency_us).c_str());
+  std::printf("layout       latency: every product split by output rows over the ranks, outputs all-gathered; "
+              "attention and the KDA state on every rank\n\n");
+  std::printf("%6s %6s %12s %10s %9s %10s %12s %11s %11s %11s %10s %11s", "ranks", "nodes", "decode ms/t", "tokens/s",
+              "weights", "KDA state", "exchanges", "read/token", "sent/token", "node in", "exch/token", "prefill t/s");
+  if (anchor) std::printf(" %12s %8s", "published ms", "k3/pub");
+  std::printf("\n");
+  for (int r : counts) {
+    cl.ranks = r;
+    RankFootprint busiest;
+    for (int k = 0; k < r; ++k) {
+      const RankFootprint f = rank_footprint(model->weights(), model->text(), k, r);
+      if (k == 0 || f.read_per_token > busiest.read_per_token) busiest = f;
+    }
+    const ClusterPlan p = plan_cluster(busiest, mf, hw, cl, po);
+      std::printf("%6d %6d %12s %10s %9s %10s %12s %11s %11s %11s %10llu %11s", r, p.nodes,
+                sig3(p.decode_seconds * 1e3).c_str(), sig3(p.decode_tokens_per_second).c_str(),
+                percent(p.weights_s, p.decode_seconds).c_str(), percent(p.state_s, p.decode_seconds).c_str(),
+                percent(p.exchange_latency_s + p.exchange_bytes_s, p.decode_seconds).c_str(),
+                human_bytes(static_cast<double>(p.read_bytes)).c_str(), human_bytes(static_cast<double>(p.sent_bytes)).c_str(),
+                human_bytes(static_cast<double>(p.node_inbound_bytes)).c_str(),
+                static_cast<unsigned long long>(p.exchanges), sig3(p.prefill_tokens_per_second).c_str());
+    if (anchor)
+      for (const AnchorPoint& pub : kAnchorPublished)
+        if (pub.ranks == r)
+          std::printf(" %12s %8s", sig3(pub.ms_per_token).c_str(), sig3(p.decode_seconds * 1e3 / pub.ms_per_token).c_str());
+    std::printf("\n");
+  }
+  if (anchor)
+    std::printf("\npublished: the MPI fork of the C engine on the real K3 (its own tensor-parallel layout over one-sided "
+                "MPI); k3/pub = k3's predicted time over the published one\n");
+  return 0;
+}
+
 int plan(const Args& a) {
+  if (!a.ranks.empty() || !a.cluster_preset.empty()) return plan_ranks(a);
   K3_CHECK(a.preset.empty() || a.preset == "c-engine", "--preset-machine: unknown machine '", a.preset,
            "' (known: c-engine)");
   check_output_path(a.json);
@@ -416,6 +538,17 @@ void add_plan_command(CLI::App& app, Runner& run) {
                   "published s/token (8 GB 26.5, 32 GB 24.2, 64 GB 19.8, trunk resident 5.59) beside k3's; "
                   "figures given explicitly override the preset's");
   sub->add_option("--json", a->json, "Also write the predictions as JSON");
+  sub->add_option("--ranks", a->ranks,
+                  "Predict one model over R ranks (mpirun -np R; one per socket), e.g. 16,32: batch-1 decode and "
+                  "prefill of the latency layout, per rank and per token (instead of the budget table)");
+  sub->add_option("--ranks-per-node", a->ranks_per_node, "Ranks sharing a node (default 1)")->check(kPositive);
+  sub->add_option("--net-gbps", a->net_gbps, "Each node's network link, GB/s per direction")->check(kPositive);
+  sub->add_option("--net-latency-us", a->net_latency_us, "One message between nodes, microseconds")->check(kPositive);
+  sub->add_option("--shm-latency-us", a->shm_latency_us, "One message between ranks of a node, microseconds (default 0.5)")
+      ->check(kPositive);
+  sub->add_option("--preset-cluster", a->cluster_preset,
+                  "xeon-8592-ndr: the cluster of the public MPI C engine's published K3 figures (2 x Xeon 8592+ "
+                  "per node, NDR InfiniBand), for --ranks 16,32; figures given explicitly override the preset's");
   sub->callback([a, &run] { run = [a]() { return plan(*a); }; });
 }
 

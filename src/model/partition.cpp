@@ -75,7 +75,7 @@ RankFootprint rank_footprint(const ModelWeights& w, const TextConfig& c, int ran
     f.resident_bytes += s;
     if (!m.row_split || ranks <= 1) f.replicated_bytes += s;
     if (use == Use::kTrunk) {
-      f.read_per_token += s;
+      f.trunk_read_per_token += s;
       sent_rows += own_rows(m);
       if (m.row_split && ranks > 1) total_rows += static_cast<uint64_t>(m.rows);
     } else {
@@ -96,8 +96,9 @@ RankFootprint rank_footprint(const ModelWeights& w, const TextConfig& c, int ran
     }
   }
   const uint64_t k = static_cast<uint64_t>(c.top_k);
-  if (experts > 0) f.read_per_token += expert_bytes / experts * k * static_cast<uint64_t>(moe_layers);
-  f.read_per_token += w.embed.bytes() / static_cast<uint64_t>(w.embed.rows > 0 ? w.embed.rows : 1);
+  if (experts > 0) f.expert_read_per_token = expert_bytes / experts * k * static_cast<uint64_t>(moe_layers);
+  f.embed_read_per_token = w.embed.bytes() / static_cast<uint64_t>(w.embed.rows > 0 ? w.embed.rows : 1);
+  f.read_per_token = f.trunk_read_per_token + f.expert_read_per_token + f.embed_read_per_token;
   // The expert rows above are of one expert per layer; a token uses top_k of them.
   sent_rows += expert_rows_own * k;
   total_rows += expert_rows_all * k;

@@ -15,7 +15,10 @@ namespace k3 {
 struct RankFootprint {
   uint64_t resident_bytes = 0;    // weight bytes the rank reads at load and keeps
   uint64_t replicated_bytes = 0;  // of which every rank holds the same (router, kv_b)
-  uint64_t read_per_token = 0;    // weight bytes one decoded token reads on this rank
+  uint64_t read_per_token = 0;    // weight bytes one decoded token reads on this rank: the sum of
+  uint64_t trunk_read_per_token = 0;   //   its share of the trunk (every product but the routed experts),
+  uint64_t expert_read_per_token = 0;  //   its rows of top_k experts per MoE layer,
+  uint64_t embed_read_per_token = 0;   //   and the token's embedding row
   uint64_t sent_per_token = 0;    // bytes it sends per decoded token (its output rows, to each other rank)
   uint64_t received_per_token = 0;
   // Exchanges (one collective each) per decoded token: one per batch of row-split products
