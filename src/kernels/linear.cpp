@@ -366,6 +366,8 @@ void linear_batch(std::span<const LinearJob> jobs) {
     split[j] = ranks > 1 && jobs[j].w->row_split;
     own[j] = split[j] ? dist::rows_of(jobs[j].w->rows, rank, ranks) : dist::RowRange{0, jobs[j].w->rows};
     any_split |= split[j] != 0;
+    K3_CHECK(split[j] || !jobs[j].w->own_rows_only, "internal error: a matrix that holds only this rank's rows (",
+             jobs[j].w->rows, " x ", jobs[j].w->cols, ") was computed whole, inside a pool task or a SerialScope");
   }
 
   // Small products are not worth waking the workers for (AMX ones have a larger threshold).

@@ -1,5 +1,7 @@
 #include "kernels/matrix.h"
 
+#include "base/error.h"
+
 namespace k3 {
 
 uint64_t Matrix::data_bytes() const {
@@ -20,6 +22,7 @@ Matrix Matrix::row_slice(int64_t r0, int64_t n) const {
   Matrix m = *this;
   m.rows = n;
   m.row_split = false;
+  K3_CHECK(!own_rows_only, "internal error: a slice of a matrix that holds only this rank's rows");
   switch (format) {
     case WeightFormat::kF32: m.data = static_cast<const float*>(data) + r0 * cols; break;
     case WeightFormat::kBF16: m.data = static_cast<const uint16_t*>(data) + r0 * cols; break;

@@ -26,6 +26,10 @@ struct Matrix {
   // computes its own rows of every product with this matrix and receives the others' rows
   // (linear_batch).  Set by the weight binder for the large products; false everywhere else.
   bool row_split = false;
+  // A row_split matrix whose bytes hold only this rank's rows (model/partition.h): data and
+  // scales still address rows by their index in the whole matrix, but only the rank's own rows
+  // are there, so the matrix must never be computed whole (linear_batch refuses to).
+  bool own_rows_only = false;
 
   bool empty() const { return data == nullptr; }
   // Bytes streamed when the whole matrix is read once (weights + scales): data_bytes() of

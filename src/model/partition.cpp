@@ -3,9 +3,15 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
 
+#include "base/error.h"
 #include "base/progress.h"
+#include "base/thread_pool.h"
 #include "dist/row_split.h"
 
 namespace k3 {
@@ -14,38 +20,52 @@ namespace {
 enum class Use { kTrunk, kExpert };
 
 // Every matrix of the text model once (a tied head counted once), with what reads it.
-void for_each_matrix(const ModelWeights& w, const std::function<void(const Matrix&, Use)>& fn) {
-  auto mlp = [&](const MlpWeights& m, Use use) {
-    for (const Matrix* x : {&m.gate, &m.up, &m.down})
+void for_each_matrix(ModelWeights& w, const std::function<void(Matrix&, Use)>& fn) {
+  auto mlp = [&](MlpWeights& m, Use use) {
+    for (Matrix* x : {&m.gate, &m.up, &m.down})
       if (!x->empty()) fn(*x, use);
   };
-  for (const LayerWeights& L : w.layers) {
+  for (LayerWeights& L : w.layers) {
     if (L.kind == LayerKind::kKda) {
-      const KdaWeights& k = L.kda;
-      for (const Matrix* x : {&k.q, &k.k, &k.v, &k.f_a, &k.f_b, &k.b, &k.g, &k.g_a, &k.g_b, &k.o})
+      KdaWeights& k = L.kda;
+      for (Matrix* x : {&k.q, &k.k, &k.v, &k.f_a, &k.f_b, &k.b, &k.g, &k.g_a, &k.g_b, &k.o})
         if (!x->empty()) fn(*x, Use::kTrunk);
     } else {
-      const MlaWeights& m = L.mla;
-      for (const Matrix* x : {&m.q_a, &m.q_b, &m.kv_a, &m.kv_b, &m.g, &m.o})
+      MlaWeights& m = L.mla;
+      for (Matrix* x : {&m.q_a, &m.q_b, &m.kv_a, &m.kv_b, &m.g, &m.o})
         if (!x->empty()) fn(*x, Use::kTrunk);
     }
     if (!L.moe) {
       mlp(L.dense, Use::kTrunk);
       continue;
     }
-    const MoeWeights& m = L.moe_w;
-    for (const Matrix* x : {&m.router, &m.latent_down, &m.latent_up})
+    MoeWeights& m = L.moe_w;
+    for (Matrix* x : {&m.router, &m.latent_down, &m.latent_up})
       if (!x->empty()) fn(*x, Use::kTrunk);
     mlp(m.shared, Use::kTrunk);
-    for (const MlpWeights& e : m.experts) mlp(e, Use::kExpert);
+    for (MlpWeights& e : m.experts) mlp(e, Use::kExpert);
   }
   if (!w.lm_head.empty() && w.lm_head.data != w.embed.data) fn(w.lm_head, Use::kTrunk);
+}
+// The read-only walk (the callbacks below never write).
+void for_each_matrix(const ModelWeights& w, const std::function<void(const Matrix&, Use)>& fn) {
+  for_each_matrix(const_cast<ModelWeights&>(w), [&](Matrix& m, Use use) { fn(m, use); });
 }
 
 // This rank's share of a matrix: its rows when row-split, else all of it.
 uint64_t share(const Matrix& m, int rank, int ranks) {
   if (!m.row_split || ranks <= 1 || m.rows == 0) return m.bytes();
   return m.bytes() / static_cast<uint64_t>(m.rows) * static_cast<uint64_t>(dist::rows_of(m.rows, rank, ranks).count());
+}
+
+// Unmaps the pages of [p, p + n) of a file mapping from this process (they stay in the page
+// cache): what was copied out of it no longer counts as this rank's memory.
+void drop(const void* p, size_t n) {
+  if (n == 0 || p == nullptr) return;
+  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p) & ~(page - 1);
+  const uintptr_t b = (reinterpret_cast<uintptr_t>(p) + n + page - 1) & ~(page - 1);
+  ::madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);
 }
 
 void populate(const void* p, size_t n) {
@@ -122,22 +142,79 @@ RankFootprint rank_footprint(const ModelWeights& w, const TextConfig& c, int ran
   return f;
 }
 
-void read_own_rows(const ModelWeights& w, int rank, int ranks) {
-  uint64_t total = 0;
-  for_each_matrix(w, [&](const Matrix& m, Use) { total += share(m, rank, ranks); });
-  Progress progress("reading this rank's rows", total, "B");
-  for_each_matrix(w, [&](const Matrix& m, Use) {
-    if (m.empty()) return;
-    const dist::RowRange r = m.row_split && ranks > 1 ? dist::rows_of(m.rows, rank, ranks) : dist::RowRange{0, m.rows};
-    if (r.count() == 0) return;
-    const uint64_t row = m.data_bytes() / static_cast<uint64_t>(m.rows);
-    populate(static_cast<const uint8_t*>(m.data) + r.r0 * row, r.count() * row);
-    if (m.scales != nullptr) {
-      const uint64_t srow = m.scale_bytes() / static_cast<uint64_t>(m.rows);
-      populate(m.scales + r.r0 * srow, r.count() * srow);
+void read_own_rows(ModelWeights& w, int rank, int ranks) {
+  // The arena: each own-row range (data, then scales) at a 64-byte boundary.
+  constexpr uint64_t kAlign = 64;
+  auto up = [](uint64_t n) { return (n + kAlign - 1) / kAlign * kAlign; };
+  uint64_t arena = 0, replicated = 0;
+  for_each_matrix(w, [&](Matrix& m, Use) {
+    if (!m.row_split || ranks <= 1) {
+      replicated += m.bytes();
+      return;
     }
-    progress.advance(share(m, rank, ranks));
+    const int64_t n = dist::rows_of(m.rows, rank, ranks).count();
+    arena += up(m.data_bytes() / static_cast<uint64_t>(m.rows) * n) + up(m.scale_bytes() / static_cast<uint64_t>(m.rows) * n);
   });
+  uint8_t* base = nullptr;
+  if (arena > 0) {
+    constexpr uint64_t kHuge = uint64_t{2} << 20;
+    const uint64_t size = (arena + kHuge - 1) / kHuge * kHuge;
+    void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    K3_CHECK(p != MAP_FAILED, "rank ", rank, ": cannot allocate ", arena, " bytes for this rank's rows of the weights");
+    ::madvise(p, size, MADV_HUGEPAGE);  // best effort: THP may be off
+    w.arenas.emplace_back(p, [size](void* q) { ::munmap(q, size); });
+    base = static_cast<uint8_t*>(p);
+  }
+  // The copies run over the thread pool, a matrix per task, each in pieces that are unmapped
+  // from the checkpoint's mapping as soon as they are copied, so that the rank never holds a
+  // matrix twice.
+  struct Job {
+    Matrix* m;
+    uint64_t at;
+  };
+  std::vector<Job> jobs;
+  uint64_t at = 0;
+  for_each_matrix(w, [&](Matrix& m, Use) {
+    if (!m.row_split || ranks <= 1) return;
+    const int64_t n = dist::rows_of(m.rows, rank, ranks).count();
+    jobs.push_back({&m, at});
+    at += up(m.data_bytes() / static_cast<uint64_t>(m.rows) * n) + up(m.scale_bytes() / static_cast<uint64_t>(m.rows) * n);
+  });
+  Progress progress("reading this rank's rows", arena + replicated, "B");
+  for_each_matrix(w, [&](Matrix& m, Use) {
+    if (m.row_split && ranks > 1) return;
+    populate(m.data, m.data_bytes());
+    if (m.scales != nullptr) populate(m.scales, m.scale_bytes());
+    progress.advance(m.bytes());
+  });
+  std::mutex progress_mutex;
+  auto copy = [](uint8_t* dst, const uint8_t* src, uint64_t n) {
+    constexpr uint64_t kPiece = uint64_t{32} << 20;
+    for (uint64_t o = 0; o < n; o += kPiece) {
+      const uint64_t len = std::min(kPiece, n - o);
+      std::memcpy(dst + o, src + o, len);
+      drop(src + o, len);
+    }
+  };
+  global_pool().run(static_cast<int64_t>(jobs.size()), [&](int64_t j, int) {
+    Matrix& m = *jobs[static_cast<size_t>(j)].m;
+    const dist::RowRange r = dist::rows_of(m.rows, rank, ranks);
+    const uint64_t row = m.data_bytes() / static_cast<uint64_t>(m.rows);
+    const uint64_t srow = m.scale_bytes() / static_cast<uint64_t>(m.rows);
+    uint8_t* data = base + jobs[static_cast<size_t>(j)].at;
+    copy(data, static_cast<const uint8_t*>(m.data) + r.r0 * row, r.count() * row);
+    // Row r of the matrix stays at data + r x row: only rows [r0, r1) are ever read.
+    m.data = reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(data) - static_cast<uintptr_t>(r.r0 * row));
+    if (m.scales != nullptr) {
+      uint8_t* scales = data + up(r.count() * row);
+      copy(scales, m.scales + r.r0 * srow, r.count() * srow);
+      m.scales = reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(scales) - static_cast<uintptr_t>(r.r0 * srow));
+    }
+    m.own_rows_only = true;
+    const std::lock_guard<std::mutex> lock(progress_mutex);
+    progress.advance(r.count() * (row + srow));
+  });
+  if (base != nullptr) ::mprotect(base, (arena + (uint64_t{2} << 20) - 1) / (uint64_t{2} << 20) * (uint64_t{2} << 20), PROT_READ);
   progress.finish();
 }
 

@@ -32,9 +32,10 @@ struct RankFootprint {
 // and top_k experts per MoE layer (the experts' average size).
 RankFootprint rank_footprint(const ModelWeights& w, const TextConfig& c, int rank, int ranks);
 
-// Reads this rank's bytes of a mapped checkpoint into memory (its rows of each row-split matrix,
-// all of the others but the embedding), so that decode finds them resident; other ranks' rows
-// are never read.
-void read_own_rows(const ModelWeights& w, int rank, int ranks);
+// Copies this rank's rows of every row-split matrix of a mapped checkpoint into one arena of
+// huge-page memory (decode streams them much faster than from 4 KiB page-cache pages) and points
+// the matrices there (Matrix::own_rows_only); the replicated matrices are read into the page
+// cache where they are.  Other ranks' rows are never read.
+void read_own_rows(ModelWeights& w, int rank, int ranks);
 
 }  // namespace k3

@@ -79,6 +79,8 @@ struct ModelWeights {
 
   // Keeps fp32 copies and realigned tensors alive.
   std::vector<std::unique_ptr<uint8_t[]>> owned;
+  // Memory the weights were copied into after binding (a rank's own rows, model/partition.h).
+  std::vector<std::shared_ptr<void>> arenas;
 };
 
 struct BindOptions {

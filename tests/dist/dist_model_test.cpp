@@ -12,6 +12,7 @@
 #include "base/thread_pool.h"
 #include "dist/world.h"
 #include "engine/generator.h"
+#include "kernels/linear.h"
 #include "model/k3_model.h"
 #include "model/partition.h"
 #include "support/test_support.h"
@@ -68,12 +69,17 @@ TEST(DistModel, FixtureLogitsAreBitIdenticalToOneProcessOnEveryIsa) {
   const std::vector<int32_t> forced(gen.begin(), gen.begin() + 6);
   testing::for_each_isa([&](Isa) {
     SCOPED_TRACE(::testing::Message() << "rank " << dist::rank() << " of " << dist::size());
+    // Over several ranks each holds only its own rows (model/partition.h); the same checkpoint
+    // mapped whole, every product computed whole by this process, is the reference.
     auto model = Model::load(testing::fixture_dir("k3-tiny-a"));
+    ModelOptions mapped;
+    mapped.residency = Residency::kMapped;
+    auto whole_model = Model::load(testing::fixture_dir("k3-tiny-a"), mapped);
     const Outputs split = run_fixture(*model, prompt, forced, 8);
     Outputs whole;
     {
-      SerialScope alone;  // every product computed whole by this process
-      whole = run_fixture(*model, prompt, forced, 8);
+      SerialScope alone;
+      whole = run_fixture(*whole_model, prompt, forced, 8);
     }
     EXPECT_TRUE(bits_equal(split.prefill, whole.prefill));
     EXPECT_TRUE(bits_equal(split.decode, whole.decode));
@@ -92,6 +98,18 @@ namespace k3 {
 namespace {
 
 // What `k3 inspect --ranks R` predicts a decoded token sends and receives is what it does.
+// A matrix holding only this rank's rows is never computed whole: asked to, linear refuses.
+TEST(DistModel, OwnRowsAreNeverComputedWhole) {
+  if (dist::size() == 1) GTEST_SKIP() << "needs several ranks (dist_test_np*)";
+  auto model = Model::load(testing::fixture_dir("k3-tiny-a"));
+  const Matrix& o = model->weights().layers[0].kda.o;
+  ASSERT_TRUE(o.own_rows_only);
+  std::vector<float> x(o.cols, 1.0f), y(o.rows);
+  SerialScope alone;
+  const std::string err = testing::error_of([&] { linear(o, x.data(), 1, y.data()); });
+  EXPECT_NE(err.find("holds only this rank's rows"), std::string::npos) << err;
+}
+
 TEST(DistModel, DecodeTrafficIsWhatThePartitionPredicts) {
   auto model = Model::load(testing::fixture_dir("k3-tiny-a"));
   SequenceState s = model->new_sequence();
