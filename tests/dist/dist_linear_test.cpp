@@ -19,38 +19,10 @@
 namespace k3 {
 namespace {
 
-struct Owned {
-  Matrix m;
-  std::vector<float> f32;
-  std::vector<uint16_t> bf16;
-  std::vector<uint8_t> packed, scales;
-};
-
-Owned make(WeightFormat fmt, int64_t rows, int64_t cols, Rng& rng) {
-  Owned t;
-  t.m.format = fmt;
-  t.m.rows = rows;
-  t.m.cols = cols;
+// A random matrix (kernels/kernel_test_util.h) split by output rows over the ranks.
+testing::TestMatrix make(WeightFormat fmt, int64_t rows, int64_t cols, Rng& rng) {
+  testing::TestMatrix t = testing::make_matrix(fmt, rows, cols, rng);
   t.m.row_split = true;
-  const std::vector<float> v = testing::random_vec(rng, rows * cols, 0.3);
-  switch (fmt) {
-    case WeightFormat::kF32:
-      t.f32 = v;
-      t.m.data = t.f32.data();
-      break;
-    case WeightFormat::kBF16:
-      for (float x : v) t.bf16.push_back(f32_to_bf16(x));
-      t.m.data = t.bf16.data();
-      break;
-    case WeightFormat::kMxfp4:
-      t.packed.resize(rows * cols / 2);
-      t.scales.resize(rows * cols / 32);
-      for (int64_t r = 0; r < rows; ++r)
-        mxfp4_quant_row(&v[r * cols], cols, &t.packed[r * cols / 2], &t.scales[r * cols / 32]);
-      t.m.data = t.packed.data();
-      t.m.scales = t.scales.data();
-      break;
-  }
   return t;
 }
 
@@ -66,7 +38,7 @@ TEST(DistLinear, RowSplitProductsEqualTheWholeProduct) {
                                           << " of " << dist::size());
         Rng rng(1234 + n);
         // Fewer rows than ranks x block, a prime, and one wider than the vector width.
-        std::vector<Owned> w;
+        std::vector<testing::TestMatrix> w;
         for (int64_t rows : {5, 37, 131}) w.push_back(make(fmt, rows, 96, rng));
         const std::vector<float> x = testing::random_vec(rng, n * 96);
         std::vector<std::vector<float>> split(w.size()), whole(w.size());
@@ -97,7 +69,7 @@ TEST(DistLinear, RowSplitProductsEqualTheWholeProduct) {
 
 TEST(DistLinear, TrafficCountsTheRowsOfTheOtherRanks) {
   Rng rng(7);
-  Owned w = make(WeightFormat::kF32, 100, 64, rng);
+  testing::TestMatrix w = make(WeightFormat::kF32, 100, 64, rng);
   const std::vector<float> x = testing::random_vec(rng, 2 * 64);
   std::vector<float> y(2 * 100);
   dist::reset_traffic();

@@ -9,7 +9,10 @@
 #include <vector>
 
 #include "base/cpu_features.h"
+#include "base/numeric_types.h"
 #include "base/rng.h"
+#include "kernels/matrix.h"
+#include "kernels/mxfp4.h"
 
 namespace k3::testing {
 
@@ -40,6 +43,41 @@ inline void for_each_isa(const std::function<void(Isa)>& body) {
     body(isa);
   }
   force_isa(saved);
+}
+
+// A random matrix of `fmt` (values ~ N(0, 0.3), MXFP4 quantised row by row) and the bytes behind it.
+struct TestMatrix {
+  Matrix m;
+  std::vector<float> f32;
+  std::vector<uint16_t> bf16;
+  std::vector<uint8_t> packed, scales;
+};
+
+inline TestMatrix make_matrix(WeightFormat fmt, int64_t rows, int64_t cols, Rng& rng) {
+  TestMatrix t;
+  t.m.format = fmt;
+  t.m.rows = rows;
+  t.m.cols = cols;
+  const std::vector<float> v = random_vec(rng, rows * cols, 0.3);
+  switch (fmt) {
+    case WeightFormat::kF32:
+      t.f32 = v;
+      t.m.data = t.f32.data();
+      break;
+    case WeightFormat::kBF16:
+      for (float x : v) t.bf16.push_back(f32_to_bf16(x));
+      t.m.data = t.bf16.data();
+      break;
+    case WeightFormat::kMxfp4:
+      t.packed.resize(rows * cols / 2);
+      t.scales.resize(rows * cols / 32);
+      for (int64_t r = 0; r < rows; ++r)
+        mxfp4_quant_row(&v[r * cols], cols, &t.packed[r * cols / 2], &t.scales[r * cols / 32]);
+      t.m.data = t.packed.data();
+      t.m.scales = t.scales.data();
+      break;
+  }
+  return t;
 }
 
 }  // namespace k3::testing

@@ -18,42 +18,9 @@ namespace k3 {
 namespace {
 
 using testing::for_each_isa;
+using testing::make_matrix;
 using testing::random_vec;
-
-// Owns the bytes behind a Matrix.
-struct TestMatrix {
-  Matrix m;
-  std::vector<float> f32;
-  std::vector<uint16_t> bf16;
-  std::vector<uint8_t> packed, scales;
-};
-
-TestMatrix make_matrix(WeightFormat fmt, int64_t rows, int64_t cols, Rng& rng) {
-  TestMatrix t;
-  t.m.format = fmt;
-  t.m.rows = rows;
-  t.m.cols = cols;
-  std::vector<float> v = random_vec(rng, rows * cols, 0.3);
-  switch (fmt) {
-    case WeightFormat::kF32:
-      t.f32 = v;
-      t.m.data = t.f32.data();
-      break;
-    case WeightFormat::kBF16:
-      for (float x : v) t.bf16.push_back(f32_to_bf16(x));
-      t.m.data = t.bf16.data();
-      break;
-    case WeightFormat::kMxfp4:
-      t.packed.resize(rows * cols / 2);
-      t.scales.resize(rows * cols / 32);
-      for (int64_t r = 0; r < rows; ++r)
-        mxfp4_quant_row(&v[r * cols], cols, &t.packed[r * cols / 2], &t.scales[r * cols / 32]);
-      t.m.data = t.packed.data();
-      t.m.scales = t.scales.data();
-      break;
-  }
-  return t;
-}
+using testing::TestMatrix;
 
 // Plain fp64 product of the dequantised matrix, the ground truth for every implementation.
 std::vector<double> exact_product(const Matrix& m, const std::vector<float>& x, int64_t n) {
