@@ -22,6 +22,7 @@
 
 #include "base/error.h"
 #include "cli/commands.h"
+#include "model/state_mirror.h"
 #include "cli/line_editor.h"
 #include "engine/chat_session.h"
 #include "engine/multimodal.h"
@@ -213,14 +214,16 @@ void add_chat_command(CLI::App& app, Runner& run) {
       ->check(kNonNegative);
   sub->callback([a, &run] {
     run = [a]() {
-      refuse_several_ranks("chat");
+      const std::string dir = resolve_model_dir(a->model);
+      if (follow_rank_zero(dir)) return 0;  // ranks 1..R-1: rank 0 chats
+      const mirror::StopOnExit stop_followers;
       ChatSessionOptions o;
       o.sampling = {a->temperature, a->top_k, a->top_p, a->seed};
       o.max_reply_tokens = a->max_tokens;
       o.context = a->ctx;
       o.thinking = !a->no_think;
       o.effort = a->effort;
-      return chat(resolve_model_dir(a->model), o);
+      return chat(dir, o);
     };
   });
 }

@@ -18,6 +18,7 @@
 #include "engine/multimodal.h"
 #include "io/mapped_file.h"
 #include "model/k3_model.h"
+#include "model/state_mirror.h"
 #include "server/server.h"
 #include "text/tokenizer.h"
 
@@ -145,7 +146,6 @@ void add_serve_command(CLI::App& app, Runner& run) {
       ->check(kNonNegative);
   sub->callback([a, &run] {
     run = [a]() {
-      refuse_several_ranks("serve");
       if (a->threads > 0) set_num_threads(a->threads);
       server::ServerOptions o = a->o;
       o.engine.model_dir = resolve_model_dir(a->model);
@@ -167,6 +167,8 @@ void add_serve_command(CLI::App& app, Runner& run) {
                  a->state_budget, "')");
       }
       check_model_loads(o.engine.model_dir, a->ctx);
+      if (follow_rank_zero(o.engine.model_dir)) return 0;  // ranks 1..R-1: rank 0 serves
+      const mirror::StopOnExit stop_followers;
       ReadyWatcher ready;  // destroyed (its thread joined) before run_server's result or error leaves
       return server::run_server(o, [&](int port) {
         std::printf("k3 serve: listening on http://%s:%d (model %s loading)\n", o.host.c_str(), port, name.c_str());

@@ -55,6 +55,11 @@ std::string default_model_dir();
 void add_precision_option(CLI::App* sub, std::string& value);
 // Resolves an empty --model to the default model, creating it when needed.
 std::string resolve_model_dir(const std::string& given);
+// Over several ranks, `serve` and `chat` run their front on rank 0 and the other ranks follow
+// its forward steps (model/state_mirror.h).  On a follower: loads the model from `dir` as rank 0
+// does, follows until rank 0 stops, and returns true (the command then ends).  On rank 0: turns
+// the recording on and returns false; one process: returns false.
+bool follow_rank_zero(const std::string& dir);
 // Throws k3::Error when launched with several ranks (mpirun -np R, R > 1): for the commands that
 // do not run over ranks (yet).
 void refuse_several_ranks(const char* command);

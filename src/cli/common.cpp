@@ -11,6 +11,8 @@
 #include "base/log.h"
 #include "cli/commands.h"
 #include "dist/world.h"
+#include "model/k3_model.h"
+#include "model/state_mirror.h"
 #include "io/checkpoint.h"
 #include "synth/synth_checkpoint.h"
 
@@ -156,9 +158,20 @@ std::string resolve_model_dir(const std::string& given) {
   return dir;
 }
 
+bool follow_rank_zero(const std::string& dir) {
+  if (dist::size() == 1) return false;
+  if (dist::rank() == 0) {
+    mirror::enable();
+    return false;
+  }
+  auto model = Model::load(dir);
+  mirror::follow(*model);
+  return true;
+}
+
 void refuse_several_ranks(const char* command) {
   K3_CHECK(dist::size() == 1, "`k3 ", command, "` does not run over several ranks yet (launched with ", dist::size(),
-           "); run it as one process, without mpirun (generate and logits run over ranks)");
+           "); run it as one process, without mpirun (generate, logits, chat and serve run over ranks)");
 }
 
 }  // namespace k3::cli

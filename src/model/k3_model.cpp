@@ -16,6 +16,7 @@
 #include "kernels/norm.h"
 #include "model/ffn.h"
 #include "model/partition.h"
+#include "model/state_mirror.h"
 
 namespace k3 {
 
@@ -239,6 +240,7 @@ void Model::forward(std::span<const SequenceInput> batch, std::vector<float>* lo
   }
   const int64_t N = layout.rows;
   if (N == 0) return;
+  if (mirror::active()) mirror::send_step(batch, d);  // the other ranks run the same step
   const Precision precision = options_.precision;
 
   std::vector<float> embedding(N * d);

@@ -1,5 +1,7 @@
 #include "model/sequence_state.h"
 
+#include "model/state_mirror.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -38,7 +40,7 @@ CacheDtype default_cache_dtype() {
 }
 
 SequenceState::SequenceState(const TextConfig& c, int64_t max_tokens, CacheDtype cache)
-    : max_tokens_(max_tokens), cache_(cache) {
+    : max_tokens_(max_tokens), cache_(cache), mirror_id_(mirror::on_create(max_tokens, cache)) {
   const size_t P = static_cast<size_t>(c.kda_width());
   const size_t hist = static_cast<size_t>(c.kda.conv_kernel - 1) * P;
   for (LayerKind k : c.layer_kinds) {
@@ -55,7 +57,44 @@ SequenceState::SequenceState(const TextConfig& c, int64_t max_tokens, CacheDtype
   }
 }
 
+SequenceState::SequenceState(const SequenceState& o)
+    : kda(o.kda), mla(o.mla), position_(o.position_), max_tokens_(o.max_tokens_), cache_(o.cache_),
+      mirror_id_(mirror::on_copy(o.mirror_id_)) {}
+
+SequenceState::SequenceState(SequenceState&& o) noexcept
+    : kda(std::move(o.kda)), mla(std::move(o.mla)), position_(o.position_), max_tokens_(o.max_tokens_),
+      cache_(o.cache_), mirror_id_(o.mirror_id_) {
+  o.mirror_id_ = 0;
+}
+
+SequenceState& SequenceState::operator=(const SequenceState& o) {
+  if (this == &o) return *this;
+  kda = o.kda;
+  mla = o.mla;
+  position_ = o.position_;
+  max_tokens_ = o.max_tokens_;
+  cache_ = o.cache_;
+  mirror_id_ = mirror::on_assign(mirror_id_, o.mirror_id_);
+  return *this;
+}
+
+SequenceState& SequenceState::operator=(SequenceState&& o) noexcept {
+  if (this == &o) return *this;
+  kda = std::move(o.kda);
+  mla = std::move(o.mla);
+  position_ = o.position_;
+  max_tokens_ = o.max_tokens_;
+  cache_ = o.cache_;
+  mirror::on_destroy(mirror_id_);
+  mirror_id_ = o.mirror_id_;
+  o.mirror_id_ = 0;
+  return *this;
+}
+
+SequenceState::~SequenceState() { mirror::on_destroy(mirror_id_); }
+
 void SequenceState::reset() {
+  mirror::on_reset(mirror_id_);
   for (KdaLayerState& s : kda) {
     std::fill(s.recurrent.begin(), s.recurrent.end(), 0.0f);
     std::fill(s.conv_q.begin(), s.conv_q.end(), 0.0f);
@@ -84,6 +123,7 @@ void SequenceState::assign_contents(const SequenceState& other) {
   kda = other.kda;
   mla = other.mla;
   position_ = other.position_;
+  mirror::on_assign_contents(mirror_id_, other.mirror_id_);
 }
 
 uint64_t SequenceState::bytes() const {

@@ -42,6 +42,13 @@ class SequenceState {
   // max_tokens: the context limit this sequence may grow to.  Nothing is reserved for it up
   // front: the latent caches grow with the tokens consumed.
   SequenceState(const TextConfig& config, int64_t max_tokens, CacheDtype cache = CacheDtype::kF32);
+  // Copies, moves and destruction are those of the members; on rank 0 of a multi-rank server
+  // they are also recorded for the other ranks (model/state_mirror.h).
+  SequenceState(const SequenceState& other);
+  SequenceState(SequenceState&& other) noexcept;
+  SequenceState& operator=(const SequenceState& other);
+  SequenceState& operator=(SequenceState&& other) noexcept;
+  ~SequenceState();
 
   void reset();
   // Takes over what `other` has consumed (states, caches, position), keeping this sequence's
@@ -54,6 +61,8 @@ class SequenceState {
   // Whether a token just sampled from this state fills the context: it is token position() + 1,
   // and prompt + output may hold at most max_tokens() tokens, so generation stops there.
   bool full_with_sampled_token() const { return position_ + 1 >= max_tokens_; }
+  // This state's id among the ranks (model/state_mirror.h); 0 when not recorded.
+  uint64_t mirror_id() const { return mirror_id_; }
   // Bytes currently held (states + caches).
   uint64_t bytes() const;
   // What a sequence of `tokens` tokens of context holds: the fixed KDA part plus, per token, one
@@ -70,6 +79,7 @@ class SequenceState {
   int64_t position_ = 0;
   int64_t max_tokens_ = 0;
   CacheDtype cache_ = CacheDtype::kF32;
+  uint64_t mirror_id_ = 0;
 };
 
 }  // namespace k3

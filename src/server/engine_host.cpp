@@ -1,6 +1,9 @@
 #include "server/engine_host.h"
 
+#include <cstdio>
+
 #include "base/log.h"
+#include "dist/world.h"
 
 namespace k3::server {
 
@@ -29,6 +32,12 @@ void EngineHost::load() {
     State expected = State::kLoading;
     if (!state_.compare_exchange_strong(expected, State::kReady, std::memory_order_acq_rel)) shutdown();
   } catch (const std::exception& e) {
+    if (dist::size() > 1) {  // the other ranks wait in the load's exchanges: end the job
+      std::fprintf(stderr, "k3: error: rank 0 of %d: cannot load %s: %s\n", dist::size(), options_.model_dir.c_str(),
+                   e.what());
+      std::fflush(stderr);
+      dist::abort_all(1);
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       load_error_ = e.what();

@@ -17,13 +17,15 @@
 
 namespace k3::testing {
 
-ServerProcess::ServerProcess(const std::vector<std::string>& serve_args) {
+ServerProcess::ServerProcess(const std::vector<std::string>& serve_args, const std::vector<std::string>& launcher) {
   int out[2];
   if (pipe(out) != 0) throw std::runtime_error("pipe failed");
   char tmpl[] = "/tmp/k3-serve-stderr-XXXXXX";
   const int errfd = mkstemp(tmpl);
   err_path_ = tmpl;
-  std::vector<std::string> args = {k3_binary(), "serve", "--port", "0"};
+  std::vector<std::string> args = launcher;
+  for (const char* a : {"serve", "--port", "0"}) args.push_back(a);
+  args.insert(args.end() - 3, k3_binary());
   args.insert(args.end(), serve_args.begin(), serve_args.end());
   pid_ = fork();
   if (pid_ == 0) {

@@ -13,7 +13,8 @@ namespace k3::testing {
 class ServerProcess {
  public:
   // Throws std::runtime_error (with the server's stderr) when it does not come up.
-  explicit ServerProcess(const std::vector<std::string>& serve_args);
+  // launcher: words before the k3 binary (e.g. mpirun and its options; the first one a path).
+  explicit ServerProcess(const std::vector<std::string>& serve_args, const std::vector<std::string>& launcher = {});
   ~ServerProcess();
   ServerProcess(const ServerProcess&) = delete;
   ServerProcess& operator=(const ServerProcess&) = delete;
