@@ -3,6 +3,7 @@
 
 #include "base/error.h"
 #include "cli/commands.h"
+#include "dist/expert_plan.h"
 #include "engine/multimodal.h"
 #include "io/available_memory.h"
 #include "model/k3_model.h"
@@ -95,20 +96,31 @@ int inspect(const std::string& dir, int ranks) {
                   p.expert_slots, human_bytes(static_cast<double>(p.expert_slot_bytes)).c_str(),
                   static_cast<long long>(p.expert_count), human_bytes(static_cast<double>(p.minimum_budget)).c_str());
   }
-  // Over several ranks (mpirun -np R), the latency layout's share of each (model/partition.h).
+  // Over several ranks (mpirun -np R), each rank's share in the layout --layout names
+  // (model/partition.h).
   if (ranks > 1) {
-    std::printf("ranks           %d (every product split by output rows; router, kv_b and embedding on every rank); "
-                "%llu exchanges per decoded token\n",
-                ranks, static_cast<unsigned long long>(rank_footprint(w, c, 0, ranks).collectives_per_token));
+    const dist::Layout layout = dist::default_layout();
+    const int replicas = dist::default_expert_replicas();
+    if (layout == dist::Layout::kThroughput) dist::ExpertPlacement(c.num_experts, ranks, replicas);  // checks replicas
+    std::printf("ranks           %d, %s layout (%s; router, kv_b and embedding on every rank); %llu exchanges per "
+                "decoded token\n",
+                ranks, dist::layout_name(layout),
+                layout == dist::Layout::kLatency ? "every product split by output rows"
+                                                 : cat("trunk split by output rows, expert e whole on rank e mod R",
+                                                       replicas > 0 ? cat(" and the next ", replicas) : std::string())
+                                                       .c_str(),
+                static_cast<unsigned long long>(rank_footprint(w, c, 0, ranks, layout, replicas).collectives_per_token));
     std::printf("  rank      weights held   of which replicated   read per token   sent per token   received per token\n");
     for (int r = 0; r < ranks; ++r) {
-      const RankFootprint f = rank_footprint(w, c, r, ranks);
+      const RankFootprint f = rank_footprint(w, c, r, ranks, layout, replicas);
       std::printf("  %4d  %16s  %20s  %15s  %15s  %19s\n", r, human_bytes(static_cast<double>(f.resident_bytes)).c_str(),
                   human_bytes(static_cast<double>(f.replicated_bytes)).c_str(),
                   human_bytes(static_cast<double>(f.read_per_token)).c_str(),
                   human_bytes(static_cast<double>(f.sent_per_token)).c_str(),
                   human_bytes(static_cast<double>(f.received_per_token)).c_str());
     }
+    if (layout == dist::Layout::kThroughput)
+      std::printf("  (per decoded token in the throughput layout: the mean over ranks, top_k / R of the pairs each)\n");
   }
   // The vision tower, when config.json has one: bound like `k3 chat` and the server bind it (which
   // checks every vision_tower.* / mm_projector.* tensor), so its tensors are counted as used.

@@ -15,6 +15,7 @@
 #include "base/log.h"
 #include "cli/commands.h"
 #include "cli/suggest.h"
+#include "dist/expert_plan.h"
 #include "dist/world.h"
 #include "io/mapped_file.h"
 #include "model/sequence_state.h"
@@ -110,6 +111,17 @@ int main(int argc, char** argv) {
                  "MLA latent cache: f32 (exact, default) or bf16 (half the bytes per token of context; "
                  "rounds each cached row; or K3_KV_CACHE_DTYPE)");
 
+  std::string layout;
+  app.add_option("--layout", layout,
+                 "Over several ranks (mpirun), where the routed experts live: latency (every expert split by output "
+                 "rows over all ranks, perfect balance; default) or throughput (expert e whole on rank e mod R, "
+                 "each step's pairs planned over its copies)");
+  int expert_replicas = 0;
+  app.add_option("--expert-replicas", expert_replicas,
+                 "Throughput layout: extra copies of each expert, on the ranks after its home, that take its "
+                 "tokens when the home rank has more than its share (0 to R-1; default 0)")
+      ->check(CLI::NonNegativeNumber);
+
   k3::cli::Runner run;
   k3::cli::add_inspect_command(app, run);
   k3::cli::add_generate_command(app, run);
@@ -162,6 +174,10 @@ int main(int argc, char** argv) {
     }
     if (!kv_cache.empty()) k3::set_default_cache_dtype(k3::parse_cache_dtype(kv_cache));
     if (!isa.empty()) k3::request_isa(k3::parse_isa(isa));
+    if (!layout.empty()) k3::dist::set_default_layout(k3::dist::parse_layout(layout));
+    K3_CHECK(expert_replicas == 0 || k3::dist::default_layout() == k3::dist::Layout::kThroughput,
+             "--expert-replicas applies to the throughput layout (--layout throughput)");
+    k3::dist::set_default_expert_replicas(expert_replicas);
     k3::dist::start();
     quiet_other_ranks();
     return finish_stdout(run ? run() : 0);

@@ -4,6 +4,8 @@
 #include <vector>
 
 #include "base/profile.h"
+#include "dist/expert_plan.h"
+#include "dist/world.h"
 #include "kernels/activation.h"
 #include "kernels/linear.h"
 #include "kernels/moe_route.h"
@@ -81,11 +83,47 @@ void moe_forward(const MoeWeights& w, const TextConfig& c, const float* x, int64
   }
   if (routes != nullptr) *routes = sel;
 
-  // The chosen experts, in index order; a streamed source starts reading them now.
+  // The chosen experts, in index order.  Throughput layout (dist/expert_plan.h): the step's plan
+  // says which of each expert's tokens this rank runs, a consecutive run of them (first..last).
   const std::vector<int32_t> chosen = distinct_experts(sel, E);
+  const dist::ExpertPlacement& place = w.placement;
+  const int me = place.parallel() ? dist::rank() : 0;
+  dist::PairPlan plan;
+  std::vector<int64_t> first(E, 0), last(E, 0);  // (the rank's run; all of each expert in one process)
+  std::vector<int32_t> mine;                      // the chosen experts this rank runs pairs of
+  {
+    std::vector<int64_t> count(E, 0);
+    for (int32_t e : sel) ++count[e];
+    if (place.parallel()) plan = dist::plan_pairs(place, sel);
+    for (int32_t e : chosen) {
+      last[e] = count[e];
+      if (place.parallel()) {
+        first[e] = last[e] = 0;
+        for (int j = 0; j <= place.replicas(); ++j) {
+          const int64_t n = plan.run[e][j];
+          if (place.holder(e, j) == me) {
+            last[e] = first[e] + n;
+            break;
+          }
+          first[e] += n;
+        }
+      }
+      if (last[e] > first[e]) mine.push_back(e);
+    }
+  }
+  // A streamed source starts reading them now.
   if (source != nullptr) {
-    source->prefetch(layer, chosen);
-    if (guess_layer >= 0 && !guess.empty()) source->predict(guess_layer, guess);
+    source->prefetch(layer, mine);
+    if (guess_layer >= 0 && !guess.empty()) {
+      if (place.parallel()) {
+        std::vector<int32_t> held;
+        for (int32_t e : guess)
+          if (place.holds(me, e)) held.push_back(e);
+        source->predict(guess_layer, held);
+      } else {
+        source->predict(guess_layer, guess);
+      }
+    }
   }
 
   // The shared MLP needs no routed expert: it runs while their reads are in flight, and is
@@ -98,9 +136,9 @@ void moe_forward(const MoeWeights& w, const TextConfig& c, const float* x, int64
   }
 
   // Routed experts, grouped by expert so each expert's weights stream once per call; each
-  // token accumulates its experts in expert-index order (independent of the batch).  A group of
-  // experts runs as two pool dispatches (every gate and up product, then every down product),
-  // not two per expert: a decode step's 16 experts are small products.
+  // token accumulates its experts in expert-index order (independent of the batch and of the
+  // layout).  A group of experts runs as two pool dispatches (every gate and up product, then
+  // every down product), not two per expert: a decode step's 16 experts are small products.
   ScopedPhase experts_phase(Phase::kExperts);
   const int64_t inner = w.latent_down.empty() ? d : w.latent_down.rows;
   std::vector<float> z;
@@ -118,9 +156,14 @@ void moe_forward(const MoeWeights& w, const TextConfig& c, const float* x, int64
       rows[sel[t * K + i]].push_back(t);
       row_w[sel[t * K + i]].push_back(weight[t * K + i]);
     }
+  // Over several ranks each output row goes to `outputs` (this rank's pairs, in the order they
+  // run) and the sum waits for every rank's rows; in one process it is summed at once.
+  std::vector<float> outputs;
+  if (place.parallel()) outputs.resize(static_cast<size_t>(plan.load[me] * inner));
+  int64_t out_at = 0;
   struct Active {
     int e;
-    int64_t ne, in_off, mid_off;  // pairs; offsets into zin_g / out_g and g / u
+    int64_t ne, r0, in_off, mid_off;  // pairs from rows[e][r0]; offsets into zin_g / out_g and g / u
   };
   std::vector<Active> group;
   std::vector<float> zin_g, g, u, out_g;
@@ -157,8 +200,10 @@ void moe_forward(const MoeWeights& w, const TextConfig& c, const float* x, int64
     jobs.clear();
     for (size_t i = 0; i < group.size(); ++i) {
       const Active& a = group[i];
-      for (int64_t r = 0; r < a.ne; ++r)
-        std::copy(zin + rows[a.e][r] * inner, zin + (rows[a.e][r] + 1) * inner, zin_g.begin() + a.in_off + r * inner);
+      for (int64_t r = 0; r < a.ne; ++r) {
+        const int64_t t = rows[a.e][a.r0 + r];
+        std::copy(zin + t * inner, zin + (t + 1) * inner, zin_g.begin() + a.in_off + r * inner);
+      }
       const MlpWeights& ew = *ews[i];
       jobs.push_back({&ew.gate, zin_g.data() + a.in_off, a.ne, g.data() + a.mid_off, precision});
       jobs.push_back({&ew.up, zin_g.data() + a.in_off, a.ne, u.data() + a.mid_off, precision});
@@ -172,29 +217,61 @@ void moe_forward(const MoeWeights& w, const TextConfig& c, const float* x, int64
       jobs.push_back({&ew.down, g.data() + a.mid_off, a.ne, out_g.data() + a.in_off, precision});
     }
     linear_batch(jobs);
-    for (const Active& a : group)
+    for (const Active& a : group) {
+      if (place.parallel()) {
+        std::copy(out_g.begin() + a.in_off, out_g.begin() + a.in_off + a.ne * inner, outputs.begin() + out_at * inner);
+        out_at += a.ne;
+        continue;
+      }
       for (int64_t r = 0; r < a.ne; ++r) {
         float* dst = &acc[rows[a.e][r] * inner];
         const float* o = &out_g[a.in_off + r * inner];
         const float wr = row_w[a.e][r];
         for (int64_t j = 0; j < inner; ++j) dst[j] += wr * o[j];
       }
+    }
     group.clear();
   };
   const size_t max_group = source != nullptr ? static_cast<size_t>(std::max(1, source->max_held())) : SIZE_MAX;
   int64_t pairs = 0, in_off = 0, mid_off = 0;
-  for (int e : chosen) {
-    const int64_t ne = static_cast<int64_t>(rows[e].size());
+  for (int e : mine) {
+    const int64_t ne = last[e] - first[e];
     if (!group.empty() && (pairs + ne > kMaxGroupPairs || group.size() >= max_group)) {
       run_group();
       pairs = in_off = mid_off = 0;
     }
-    group.push_back({e, ne, in_off, mid_off});
+    group.push_back({e, ne, first[e], in_off, mid_off});
     pairs += ne;
     in_off += ne * inner;
     mid_off += ne * c.moe_intermediate_size;
   }
   if (!group.empty()) run_group();
+
+  if (place.parallel()) {
+    // Combine: every rank's output rows, in rank order (each rank's in the order it ran them:
+    // its experts in index order, each expert's tokens in order), then each token's sum over
+    // its experts in expert-index order, as in one process.
+    const int R = place.ranks();
+    std::vector<int64_t> counts(R), at(R, 0);
+    for (int k = 0; k < R; ++k) {
+      counts[k] = plan.load[k] * inner;
+      if (k > 0) at[k] = at[k - 1] + plan.load[k - 1];
+    }
+    std::vector<float> all(static_cast<size_t>(plan.pairs * inner));
+    dist::allgather(outputs.data(), counts, all.data());
+    for (int32_t e : chosen) {
+      int64_t r = 0;
+      for (int j = 0; j <= place.replicas(); ++j) {
+        const int k = place.holder(e, j);
+        for (int64_t i = 0; i < plan.run[e][j]; ++i, ++r) {
+          float* dst = &acc[rows[e][r] * inner];
+          const float* o = &all[(at[k]++) * inner];
+          const float wr = row_w[e][r];
+          for (int64_t q = 0; q < inner; ++q) dst[q] += wr * o[q];
+        }
+      }
+    }
+  }
   if (!w.latent_norm.empty()) rms_norm(acc.data(), n, inner, w.latent_norm.data(), c.rms_norm_eps, acc.data());
   if (!w.latent_up.empty())
     linear(w.latent_up, acc.data(), n, y, precision);

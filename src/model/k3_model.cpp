@@ -97,6 +97,8 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const ModelOptions& o
   auto ckpt = std::make_unique<Checkpoint>(dir, residency, split.weights);
   if (ranks > 1) dist::check_same(checkpoint_fingerprint(dir, *ckpt), "checkpoint (config.json or shard headers)");
   ModelWeights weights = bind_weights(*ckpt, config, options.bind);
+  apply_layout(weights, options.layout.value_or(dist::default_layout()), ranks,
+               options.expert_replicas.value_or(dist::default_expert_replicas()));
   if (own_rows) read_own_rows(weights, dist::rank(), ranks);
   return std::unique_ptr<Model>(new Model(std::move(config), std::move(ckpt), std::move(weights), options));
 }

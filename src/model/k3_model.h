@@ -64,6 +64,10 @@ struct ModelOptions {
   // kBf16 halves the bytes per token of context; tests/model/precision_test.cpp reports its
   // logit error against the exact kF32 cache.
   std::optional<CacheDtype> kv_cache;
+  // Over several ranks, where the routed experts live (dist/expert_plan.h) and, in the
+  // throughput layout, how many extra copies of each; unset: --layout, --expert-replicas.
+  std::optional<dist::Layout> layout;
+  std::optional<int> expert_replicas;
 };
 
 class Model {

@@ -1,12 +1,14 @@
-// What each rank of a multi-process run holds, reads and sends in the latency layout
-// (dist/row_split.h): its own rows of every row-split matrix (the trunk's products, the routed
-// experts, the output head) and the whole of every other one (router, kv_b, norms and the
+// What each rank of a multi-process run holds, reads and sends (dist/expert_plan.h): its own
+// rows of every row-split matrix (dist/row_split.h: the trunk's products, the output head and,
+// in the latency layout, the routed experts), the routed experts placed on it whole in the
+// throughput layout, and the whole of every other matrix (router, kv_b, norms and the
 // embedding, read a row per token).  `k3 inspect --ranks R` prints these figures and a run
 // measures them (bytes through MPI, peak resident memory).
 #pragma once
 
 #include <cstdint>
 
+#include "dist/expert_plan.h"
 #include "model/k3_config.h"
 #include "model/weights.h"
 
@@ -28,11 +30,19 @@ struct RankFootprint {
   uint64_t collectives_per_token = 0;
 };
 
-// Rank `rank` of `ranks` for these weights; a decoded token reads the trunk, the embedding row
-// and top_k experts per MoE layer (the experts' average size).
-RankFootprint rank_footprint(const ModelWeights& w, const TextConfig& c, int rank, int ranks);
+// Places the routed experts for `layout` over `ranks` (replicas: extra copies of each expert in
+// the throughput layout): sets each MoE layer's placement and whether its experts are row-split.
+// Throws k3::Error when replicas does not fit the rank count.
+void apply_layout(ModelWeights& w, dist::Layout layout, int ranks, int replicas);
 
-// Copies this rank's rows of every row-split matrix of a mapped checkpoint into one arena of
+// Rank `rank` of `ranks` for these weights with the routed experts placed as `layout` (and
+// replicas) says; a decoded token reads the trunk, the embedding row
+// and top_k experts per MoE layer (the experts' average size).
+RankFootprint rank_footprint(const ModelWeights& w, const TextConfig& c, int rank, int ranks,
+                             dist::Layout layout = dist::Layout::kLatency, int replicas = 0);
+
+// Copies this rank's rows of every row-split matrix, and its whole routed experts in the
+// throughput layout, of a mapped checkpoint into one arena of
 // huge-page memory (decode streams them much faster than from 4 KiB page-cache pages) and points
 // the matrices there (Matrix::own_rows_only); the replicated matrices are read into the page
 // cache where they are.  Other ranks' rows are never read.

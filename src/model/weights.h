@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "dist/expert_plan.h"
 #include "io/checkpoint.h"
 #include "kernels/matrix.h"
 #include "model/k3_config.h"
@@ -52,6 +53,9 @@ struct MoeWeights {
   Vec latent_norm;          // routed_expert_norm [latent]
   std::vector<MlpWeights> experts;
   MlpWeights shared;        // empty gate when there are no shared experts
+  // Which rank holds which expert in the throughput layout (model/partition.h, apply_layout);
+  // not parallel: every expert is here, split by rows over several ranks (the latency layout).
+  dist::ExpertPlacement placement;
 };
 
 struct LayerWeights {

@@ -91,6 +91,60 @@ TEST(DistModel, FixtureLogitsAreBitIdenticalToOneProcessOnEveryIsa) {
   });
 }
 
+// The throughput layout (experts whole on their ranks, each step's pairs planned over the
+// copies, outputs all-gathered and summed in expert order) computes the same bits as one
+// process: a prompt in chunks, teacher-forced decode, greedy tokens, and a step that batches
+// several sequences, for every replica count the rank count allows.
+TEST(DistModel, ThroughputLayoutIsBitIdenticalToOneProcess) {
+  SafetensorsFile golden(testing::fixture_dir("k3-tiny-a") + "/golden.safetensors");
+  const std::vector<int32_t> prompt = testing::read_i32(golden, "p0.prompt_ids");
+  const std::vector<int32_t> gen = testing::read_i32(golden, "p0.gen_tokens");
+  const std::vector<float> want_prefill = testing::read_f32(golden, "p0.prefill_logits");
+  const std::vector<int32_t> forced(gen.begin(), gen.begin() + 4);
+  ModelOptions mapped;
+  mapped.residency = Residency::kMapped;
+  auto whole_model = Model::load(testing::fixture_dir("k3-tiny-a"), mapped);
+  Outputs whole;
+  // Three sequences at different positions decoding in one step.
+  auto batched_step = [&](Model& model) {
+    std::vector<SequenceState> states;
+    std::vector<std::vector<int32_t>> next;
+    for (int i = 0; i < 3; ++i) {
+      states.push_back(model.new_sequence());
+      const std::vector<int32_t> p(prompt.begin(), prompt.begin() + std::min<size_t>(prompt.size(), 1 + 2 * i));
+      prefill_logits(model, states.back(), p, 4);
+      next.push_back({gen[static_cast<size_t>(i)], gen[static_cast<size_t>(i + 1)]});
+    }
+    std::vector<SequenceInput> in;
+    for (int i = 0; i < 3; ++i) in.push_back({&states[static_cast<size_t>(i)], next[static_cast<size_t>(i)], true});
+    std::vector<float> out;
+    model.forward(in, &out);
+    return out;
+  };
+  std::vector<float> whole_batch;
+  {
+    SerialScope alone;
+    whole = run_fixture(*whole_model, prompt, forced, 6);
+    whole_batch = batched_step(*whole_model);
+  }
+  for (int replicas = 0; replicas < dist::size(); ++replicas) {
+    SCOPED_TRACE(::testing::Message() << "rank " << dist::rank() << " of " << dist::size() << ", " << replicas
+                                      << " replicas");
+    ModelOptions opt;
+    opt.layout = dist::Layout::kThroughput;
+    opt.expert_replicas = replicas;
+    auto model = Model::load(testing::fixture_dir("k3-tiny-a"), opt);
+    const MoeWeights& moe = model->weights().layers[1].moe_w;
+    EXPECT_EQ(moe.placement.parallel(), dist::size() > 1);
+    const Outputs spread = run_fixture(*model, prompt, forced, 6);
+    EXPECT_TRUE(bits_equal(spread.prefill, whole.prefill));
+    EXPECT_TRUE(bits_equal(spread.decode, whole.decode));
+    EXPECT_EQ(spread.greedy, whole.greedy);
+    EXPECT_TRUE(bits_equal(batched_step(*model), whole_batch));
+    EXPECT_LE(rel(spread.prefill, want_prefill), kLogitsMaxRel);
+  }
+}
+
 }  // namespace
 }  // namespace k3
 
@@ -127,6 +181,41 @@ TEST(DistModel, DecodeTrafficIsWhatThePartitionPredicts) {
   EXPECT_EQ(t.collectives, f.collectives_per_token);
   if (dist::size() > 1) {
     EXPECT_GT(t.bytes_received, 0u);
+  }
+}
+
+// In the throughput layout a rank's share of a step's pairs depends on the routing, so the
+// per-rank prediction is the mean: the job's total is exact, and so is every rank's when each
+// holds a copy of every expert and the pairs divide evenly.
+TEST(DistModel, ThroughputTrafficIsWhatThePartitionPredicts) {
+  const int R = dist::size();
+  for (int replicas : {0, R - 1}) {
+    ModelOptions opt;
+    opt.layout = dist::Layout::kThroughput;
+    opt.expert_replicas = replicas;
+    auto model = Model::load(testing::fixture_dir("k3-tiny-a"), opt);
+    SequenceState s = model->new_sequence();
+    prefill_logits(*model, s, {5, 7, 11, 13}, 4);
+    const int32_t next = 17;
+    dist::reset_traffic();
+    std::vector<float> step;
+    SequenceInput in{&s, std::span<const int32_t>(&next, 1), false};
+    model->forward(std::span<const SequenceInput>(&in, 1), &step);
+    const dist::Traffic t = dist::traffic();
+    const RankFootprint f =
+        rank_footprint(model->weights(), model->text(), dist::rank(), R, dist::Layout::kThroughput, replicas);
+    EXPECT_EQ(t.collectives, f.collectives_per_token);
+    std::vector<uint64_t> mine = {t.bytes_sent, f.sent_per_token}, all(2 * static_cast<size_t>(R));
+    dist::allgather_u64(mine.data(), 2, all.data());
+    uint64_t sent = 0, predicted = 0;
+    for (int k = 0; k < R; ++k) {
+      sent += all[2 * static_cast<size_t>(k)];
+      predicted += all[2 * static_cast<size_t>(k) + 1];
+    }
+    EXPECT_NEAR(static_cast<double>(sent), static_cast<double>(predicted), R);
+    if (replicas == R - 1 && model->text().top_k % R == 0) {
+      EXPECT_EQ(t.bytes_sent, f.sent_per_token);
+    }
   }
 }
 
