@@ -19,6 +19,10 @@ int inspect(const std::string& dir, int ranks) {
   const ModelConfig& mc = model->config();
   const TextConfig& c = mc.text;
   const ModelWeights& w = model->weights();
+  const dist::Layout layout = dist::default_layout();
+  const int replicas = dist::default_expert_replicas();
+  if (ranks > 1 && layout == dist::Layout::kThroughput)
+    dist::ExpertPlacement(c.num_experts, ranks, replicas);  // throws when --expert-replicas does not fit --ranks
 
   std::printf("checkpoint      %s\n", dir.c_str());
   std::printf("model_type      %s%s\n", mc.model_type.c_str(), mc.has_vision ? " (with vision_config)" : "");
@@ -99,9 +103,6 @@ int inspect(const std::string& dir, int ranks) {
   // Over several ranks (mpirun -np R), each rank's share in the layout --layout names
   // (model/partition.h).
   if (ranks > 1) {
-    const dist::Layout layout = dist::default_layout();
-    const int replicas = dist::default_expert_replicas();
-    if (layout == dist::Layout::kThroughput) dist::ExpertPlacement(c.num_experts, ranks, replicas);  // checks replicas
     std::printf("ranks           %d, %s layout (%s; router, kv_b and embedding on every rank); %llu exchanges per "
                 "decoded token\n",
                 ranks, dist::layout_name(layout),

@@ -79,6 +79,30 @@ TEST(Cli, LogitsContract) {
   EXPECT_LE(d / m, 5e-4);
 }
 
+// inspect --ranks: each rank's share in either layout, and a replica count the ranks cannot
+// hold refused before anything is printed.
+TEST(Cli, InspectRanksInBothLayouts) {
+  auto r = run_k3("inspect " + fixture() + " --ranks 3");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("ranks           3, latency layout"), std::string::npos) << r.out;
+  r = run_k3("--layout throughput --expert-replicas 1 inspect " + fixture() + " --ranks 3");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("ranks           3, throughput layout (trunk split by output rows, expert e whole on rank e mod "
+                       "R and the next 1;"),
+            std::string::npos)
+      << r.out;
+  r = run_k3("--layout throughput --expert-replicas 3 inspect " + fixture() + " --ranks 3");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("--expert-replicas: 3 extra copies of each expert need between 0 and 2 other ranks"),
+            std::string::npos)
+      << r.err;
+  r = run_k3("--expert-replicas 1 inspect " + fixture());
+  EXPECT_NE(r.err.find("--expert-replicas applies to the throughput layout"), std::string::npos) << r.err;
+  r = run_k3("--layout wide inspect " + fixture());
+  EXPECT_NE(r.err.find("--layout: expected latency or throughput, got 'wide'"), std::string::npos) << r.err;
+}
+
 TEST(Cli, InspectSynthAndDefaultModel) {
   auto r = run_k3("inspect " + fixture());
   ASSERT_EQ(r.exit_code, 0) << r.err;
