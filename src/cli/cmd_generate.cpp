@@ -14,6 +14,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "cli/commands.h"
+#include "dist/expert_plan.h"
 #include "dist/world.h"
 #include "engine/generator.h"
 #include "engine/multimodal.h"
@@ -39,6 +40,11 @@ void report_ranks(int64_t count, const dist::Traffic& at_first) {
   for (int r = 0; r < dist::size(); ++r)
     log_info("rank ", r, ": peak resident ", all[4 * r] / 1e9, " GB; per decoded token sent ", all[4 * r + 1],
              " B, received ", all[4 * r + 2], " B in ", all[4 * r + 3], " exchanges");
+  const dist::PlanStats p = dist::plan_stats();
+  if (p.steps > 0)
+    log_info("expert pairs per rank, max / mean over ", p.steps, " MoE steps: ", p.mean_planned, " (worst ",
+             p.worst_planned, ") with the plan, ", p.mean_home, " (worst ", p.worst_home,
+             ") with every pair on its expert's home");
 }
 
 }  // namespace

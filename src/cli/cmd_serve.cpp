@@ -15,6 +15,7 @@
 #include "base/log.h"
 #include "base/thread_pool.h"
 #include "cli/commands.h"
+#include "dist/expert_plan.h"
 #include "engine/multimodal.h"
 #include "io/mapped_file.h"
 #include "model/k3_model.h"
@@ -170,11 +171,17 @@ void add_serve_command(CLI::App& app, Runner& run) {
       if (follow_rank_zero(o.engine.model_dir)) return 0;  // ranks 1..R-1: rank 0 serves
       const mirror::StopOnExit stop_followers;
       ReadyWatcher ready;  // destroyed (its thread joined) before run_server's result or error leaves
-      return server::run_server(o, [&](int port) {
+      const int rc = server::run_server(o, [&](int port) {
         std::printf("k3 serve: listening on http://%s:%d (model %s loading)\n", o.host.c_str(), port, name.c_str());
         std::fflush(stdout);
         ready.start(o.host, port, name);
       });
+      const dist::PlanStats p = dist::plan_stats();  // the throughput layout's balance, for -v
+      if (p.steps > 0)
+        log_info("expert pairs per rank, max / mean over ", p.steps, " MoE steps: ", p.mean_planned, " (worst ",
+                 p.worst_planned, ") with the plan, ", p.mean_home, " (worst ", p.worst_home,
+                 ") with every pair on its expert's home");
+      return rc;
     };
   });
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <mutex>
 
 #include "base/error.h"
 
@@ -10,7 +11,34 @@ namespace k3::dist {
 namespace {
 Layout g_layout = Layout::kLatency;
 int g_replicas = 0;
+
+std::mutex g_stats_mutex;
+PlanStats g_stats;
+double g_sum_planned = 0, g_sum_home = 0;
 }  // namespace
+
+void record_plan(const PairPlan& home, const PairPlan& planned) {
+  const std::lock_guard<std::mutex> lock(g_stats_mutex);
+  const double h = home.imbalance(), p = planned.imbalance();
+  ++g_stats.steps;
+  g_sum_planned += p;
+  g_sum_home += h;
+  g_stats.worst_planned = std::max(g_stats.worst_planned, p);
+  g_stats.worst_home = std::max(g_stats.worst_home, h);
+  g_stats.mean_planned = g_sum_planned / static_cast<double>(g_stats.steps);
+  g_stats.mean_home = g_sum_home / static_cast<double>(g_stats.steps);
+}
+
+PlanStats plan_stats() {
+  const std::lock_guard<std::mutex> lock(g_stats_mutex);
+  return g_stats;
+}
+
+void reset_plan_stats() {
+  const std::lock_guard<std::mutex> lock(g_stats_mutex);
+  g_stats = {};
+  g_sum_planned = g_sum_home = 0;
+}
 
 Layout parse_layout(const std::string& s) {
   if (s == "latency") return Layout::kLatency;

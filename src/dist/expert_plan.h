@@ -67,6 +67,18 @@ struct PairPlan {
   double imbalance() const;
 };
 
+// How balanced the plans of this process's steps were (the throughput layout's MoE layers,
+// since the last reset): the mean and the worst of max / mean pairs per rank, with the plan and
+// with every pair on its expert's home.  `k3 generate -v` and the server's exit log report them.
+struct PlanStats {
+  uint64_t steps = 0;
+  double mean_planned = 0, worst_planned = 0;
+  double mean_home = 0, worst_home = 0;
+};
+void record_plan(const PairPlan& home, const PairPlan& planned);
+PlanStats plan_stats();
+void reset_plan_stats();
+
 // The plan for a step whose routing is `sel` (each entry an expert index, one per pair).
 // balance = false: every pair on its expert's home (what the plan is measured against).
 PairPlan plan_pairs(const ExpertPlacement& p, std::span<const int32_t> sel, bool balance = true);

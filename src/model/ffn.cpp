@@ -94,7 +94,10 @@ void moe_forward(const MoeWeights& w, const TextConfig& c, const float* x, int64
   {
     std::vector<int64_t> count(E, 0);
     for (int32_t e : sel) ++count[e];
-    if (place.parallel()) plan = dist::plan_pairs(place, sel);
+    if (place.parallel()) {
+      plan = dist::plan_pairs(place, sel);
+      dist::record_plan(place.replicas() > 0 ? dist::plan_pairs(place, sel, false) : plan, plan);
+    }
     for (int32_t e : chosen) {
       last[e] = count[e];
       if (place.parallel()) {
