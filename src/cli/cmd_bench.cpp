@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "base/thread_pool.h"
 #include "cli/commands.h"
+#include "dist/world.h"
 #include "io/checkpoint.h"
 #include "model/k3_config.h"
 #include "model/k3_model.h"
@@ -25,6 +26,8 @@ std::string bench_model_dir() {
   const std::string tiny = default_model_dir();
   const std::string dir = tiny.substr(0, tiny.rfind('/')) + "/bench-k3-width-v1";
   if (!file_exists(dir + "/config.json")) {
+    K3_CHECK(dist::size() == 1, "the benchmark checkpoint ", dir, " does not exist yet: create it with one process "
+             "first (k3 bench --no-kernels, or k3 synth --preset k3-width --out DIR and --model DIR)");
     log_warn("creating the full-width benchmark checkpoint (k3 synth --preset k3-width) in ", dir,
              "; this takes a few minutes and ~16 GB of disk, once (--quick uses the tiny model instead)");
     SynthOptions opt;
@@ -116,8 +119,14 @@ void add_bench_command(CLI::App& app, Runner& run) {
   sub->add_flag("--no-kernels", a->no_kernels, "Skip the kernel figures");
   sub->callback([a, &run] {
     run = [a]() {
-      refuse_several_ranks("bench");
       K3_CHECK(a->threads >= 0, "--threads must be >= 0");
+      // Over several ranks every rank measures its machine and runs every model step; the kernel
+      // figures are a one-process measurement.
+      const bool several = dist::size() > 1;
+      if (several && !a->no_kernels) {
+        log_warn("bench over ", dist::size(), " ranks: the kernel figures are skipped (run them as one process)");
+        a->no_kernels = true;
+      }
       if (!a->no_kernels) check_filter(a->filter);
       check_output_path("--json", a->json);
       check_output_path("--plot", a->plot);
@@ -153,8 +162,8 @@ void add_bench_command(CLI::App& app, Runner& run) {
       }
       apply_best_limits(report);
       std::fputs(format_table(report).c_str(), stdout);
-      if (!a->json.empty()) write_text(a->json, to_json(report).dump(2) + "\n");
-      if (!a->plot.empty()) write_text(a->plot, render_svg(report));
+      if (dist::rank() == 0 && !a->json.empty()) write_text(a->json, to_json(report).dump(2) + "\n");
+      if (dist::rank() == 0 && !a->plot.empty()) write_text(a->plot, render_svg(report));
       return 0;
     };
   });

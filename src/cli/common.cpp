@@ -171,7 +171,7 @@ bool follow_rank_zero(const std::string& dir) {
 
 void refuse_several_ranks(const char* command) {
   K3_CHECK(dist::size() == 1, "`k3 ", command, "` does not run over several ranks yet (launched with ", dist::size(),
-           "); run it as one process, without mpirun (generate, logits, chat and serve run over ranks)");
+           "); run it as one process, without mpirun (generate, logits, chat, serve and bench run over ranks)");
 }
 
 }  // namespace k3::cli

@@ -9,6 +9,8 @@
 
 #include "base/log.h"
 #include "base/thread_pool.h"
+#include "dist/row_split.h"
+#include "dist/world.h"
 #include "engine/sampler.h"
 #include "io/huge_pages.h"
 #include "model/k3_model.h"
@@ -25,28 +27,34 @@ uint64_t peak_rss_bytes() {
 
 namespace {
 
-uint64_t mlp_bytes(const MlpWeights& m) { return m.gate.bytes() + m.up.bytes() + m.down.bytes(); }
-uint64_t mlp_params(const MlpWeights& m) {
-  return static_cast<uint64_t>(m.gate.rows * m.gate.cols + m.up.rows * m.up.cols + m.down.rows * m.down.cols);
+// What this rank holds of a matrix: its rows when the matrix is split over several ranks
+// (dist/row_split.h), else all of them.
+dist::RowRange held_rows(const Matrix& m) {
+  if (!m.row_split || dist::size() <= 1) return {0, m.rows};
+  return dist::rows_of(m.rows, dist::rank(), dist::size());
 }
 
 struct Active {
-  double bytes = 0;   // weights read per decoded token
-  double params = 0;  // parameters used per token (no embedding, no lm_head)
-  std::vector<ByteSpan> spans;  // those bytes (the first top_k experts standing for the routed ones)
+  double bytes = 0;   // weights this rank reads per decoded token
+  double params = 0;  // parameters it uses per token (no embedding, no lm_head)
+  std::vector<ByteSpan> spans;  // those bytes (the first experts it holds standing for the routed ones)
   void add(const Matrix& m, bool count_params = true) {
     if (m.empty()) return;
-    bytes += static_cast<double>(m.bytes());
-    if (count_params) params += static_cast<double>(params_of(m));
-    spans.push_back({m.data, m.data_bytes()});
-    if (m.scale_bytes() > 0) spans.push_back({m.scales, m.scale_bytes()});
+    const dist::RowRange r = held_rows(m);
+    if (r.count() == 0) return;
+    const uint64_t row = m.data_bytes() / static_cast<uint64_t>(m.rows);
+    const uint64_t srow = m.scale_bytes() / static_cast<uint64_t>(m.rows);
+    const uint64_t n = static_cast<uint64_t>(r.count()), r0 = static_cast<uint64_t>(r.r0);
+    bytes += static_cast<double>(n * (row + srow));
+    if (count_params) params += static_cast<double>(r.count() * m.cols);
+    spans.push_back({static_cast<const uint8_t*>(m.data) + r0 * row, n * row});
+    if (srow > 0) spans.push_back({m.scales + r0 * srow, n * srow});
   }
   void add(const MlpWeights& m) {
     add(m.gate);
     add(m.up);
     add(m.down);
   }
-  static uint64_t params_of(const Matrix& m) { return m.empty() ? 0 : static_cast<uint64_t>(m.rows * m.cols); }
 };
 
 Active active_per_token(const Model& model) {
@@ -68,12 +76,25 @@ Active active_per_token(const Model& model) {
     const MoeWeights& m = L.moe_w;
     for (const Matrix* x : {&m.router, &m.latent_down, &m.latent_up}) a.add(*x);
     if (!m.shared.gate.empty()) a.add(m.shared);
-    const size_t k = std::min(static_cast<size_t>(c.top_k), m.experts.size());
-    for (size_t e = 0; e < k; ++e) a.add(m.experts[e]);
-    // (A checkpoint with fewer experts than top_k still counts top_k experts' bytes.)
-    for (size_t e = k; e < static_cast<size_t>(c.top_k) && !m.experts.empty(); ++e) {
-      a.bytes += static_cast<double>(mlp_bytes(m.experts[0]));
-      a.params += static_cast<double>(mlp_params(m.experts[0]));
+    if (m.experts.empty()) continue;
+    // top_k experts per token (a checkpoint with fewer experts still counts top_k experts'
+    // bytes); in the throughput layout this rank runs top_k / R of them, on experts it holds.
+    const dist::ExpertPlacement& place = m.placement;
+    const int k = place.parallel() ? std::max(1, c.top_k / place.ranks()) : c.top_k;
+    int added = 0;
+    for (size_t e = 0; e < m.experts.size() && added < k; ++e) {
+      if (place.parallel() && !place.holds(dist::rank(), static_cast<int>(e))) continue;
+      a.add(m.experts[e]);
+      ++added;
+    }
+    for (; added < k; ++added) {
+      const Active one = [&] {
+        Active x;
+        x.add(m.experts[0]);
+        return x;
+      }();
+      a.bytes += one.bytes;
+      a.params += one.params;
     }
   }
   a.add(w.lm_head, false);
@@ -145,6 +166,7 @@ ModelBenchResult run_model_bench(const Model& model, const std::string& label, c
   double decode_seconds = 0;
   const double bw_before = measure_read_gbps_once(pool);
   double bw_probes = 0.0, weights_probe = 0.0;
+  dist::Traffic traffic_before;
   for (int rep = 0; rep <= opt.reps; ++rep) {
     SequenceState s = base;
     int32_t tok = 1;
@@ -152,6 +174,7 @@ ModelBenchResult run_model_bench(const Model& model, const std::string& label, c
       profile_reset();
       profile_enable(true);
       if (store != nullptr) store_before = store->stats();
+      traffic_before = dist::traffic();
     }
     const double t0 = now_seconds();
     for (int i = 0; i < opt.decode_tokens; ++i) {
@@ -197,8 +220,17 @@ ModelBenchResult run_model_bench(const Model& model, const std::string& label, c
         decode_seconds > 0 ? (after.io_wait_seconds - store_before.io_wait_seconds) / decode_seconds : 0;
     r.stream_probe_gbps = std::max(r.stream_probe_gbps, store->probe_trunk_read_gbps(kProbeBytes));
   }
+  if (opt.reps > 0) {
+    const dist::Traffic t = dist::traffic();
+    const double tokens = static_cast<double>(opt.decode_tokens) * opt.reps;
+    r.ranks = dist::size();
+    r.sent_per_token = static_cast<double>(t.bytes_sent - traffic_before.bytes_sent) / tokens;
+    r.exchanges_per_token = static_cast<double>(t.collectives - traffic_before.collectives) / tokens;
+  }
   r.weights_read_gbps = weights_probe;
   r.weights_residency = residency_name(model.weights_residency());
+  // Over several ranks each copies its own rows (and experts) out of the mapping into memory.
+  if (!model.weights().arenas.empty()) r.weights_residency = "memory (this rank's share)";
   std::vector<std::pair<uintptr_t, uintptr_t>> ranges;
   for (const ByteSpan& s : active.spans) {
     const auto p = reinterpret_cast<uintptr_t>(s.data);

@@ -58,6 +58,11 @@ struct ModelBenchResult {
   double weights_huge_page_fraction = 0;
   PhaseTimes decode_profile, prefill_profile;
   uint64_t peak_rss_bytes = 0;
+  // Over several ranks (mpirun): the figures above are rank 0's (its share of the weights, its
+  // memory); every rank runs every step, so they decode at the same rate.  Per decoded token,
+  // the bytes it sent to the others and the exchanges it took part in.
+  int ranks = 1;
+  double sent_per_token = 0, exchanges_per_token = 0;
 };
 
 ModelBenchResult run_model_bench(const Model& model, const std::string& label, const MachineLimits& limits,

@@ -78,6 +78,13 @@ std::string format_table(const BenchReport& r) {
                   prefill_ratio.c_str(), static_cast<double>(b.peak_rss_bytes) / (1u << 30), b.weights_read_gbps,
                   b.weights_residency.c_str(), huge_share.c_str());
     out += line;
+    if (b.ranks > 1) {
+      std::snprintf(line, sizeof line,
+                    "  over %d ranks: the figures are rank 0's share; per decoded token it sent %.2f MB in %.0f "
+                    "exchanges\n",
+                    b.ranks, b.sent_per_token / 1e6, b.exchanges_per_token);
+      out += line;
+    }
     if (b.batch > 1) {
       std::snprintf(line, sizeof line,
                     "  decode, %d sequences batched: %.2f tokens/s summed (min %.2f, max %.2f), %.2fx one sequence\n",
@@ -191,6 +198,9 @@ nlohmann::json to_json(const BenchReport& r) {
                   {"prefill_peak_gflops", b.prefill_peak_gflops},
                   {"prefill_roofline_ratio", b.prefill_roofline_ratio},
                   {"peak_rss_bytes", b.peak_rss_bytes},
+                  {"ranks", b.ranks},
+                  {"sent_per_token", b.sent_per_token},
+                  {"exchanges_per_token", b.exchanges_per_token},
                   {"decode_profile", profile_json(b.decode_profile)},
                   {"streamed", b.streamed},
                   {"stream_budget_bytes", b.stream_budget_bytes},

@@ -67,6 +67,28 @@ TEST(MpirunCli, LogitsAndGenerateEqualOneProcess) {
   ASSERT_EQ(g3.exit_code, 0) << g3.err;
   EXPECT_FALSE(g1.out.empty());
   EXPECT_EQ(g3.out, g1.out);  // rank 0 alone writes stdout
+  // The throughput layout, with copies of the experts on a second rank: the same tokens.
+  const CommandResult t3 =
+      sh(kMpirun + " -np 3 " + testing::k3_binary() + " --layout throughput --expert-replicas 1 " + gen);
+  ASSERT_EQ(t3.exit_code, 0) << t3.err;
+  EXPECT_EQ(t3.out, g1.out);
+}
+
+// bench over ranks: rank 0 reports (once) its share and the traffic per decoded token, and alone
+// writes the JSON; the kernel figures, a one-process measurement, are skipped with a warning.
+TEST(MpirunCli, BenchRunsTheModelOverRanks) {
+  set_env();
+  testing::TempDir tmp;
+  const CommandResult r = sh(kMpirun + " -np 2 " + testing::k3_binary() + " bench --quick --model " + model() +
+                             " --reps 1 --decode-tokens 2 --batch 2 --json " + tmp.file("b.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("the kernel figures are skipped"), std::string::npos) << r.err;
+  const size_t at = r.out.find("over 2 ranks: the figures are rank 0's share; per decoded token it sent ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("over 2 ranks", at + 1), std::string::npos) << r.out;
+  const std::string json = testing::read_file(tmp.file("b.json"));
+  EXPECT_NE(json.find("\"ranks\": 2"), std::string::npos) << json;
+  EXPECT_EQ(json.find("\"sent_per_token\": 0.0"), std::string::npos) << json;
 }
 
 TEST(MpirunCli, ADifferentCheckpointOnOneRankIsNamed) {
