@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <limits>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "base/error.h"
@@ -36,6 +37,45 @@ State g_state;
 std::once_flag g_started;
 
 #if K3_HAVE_MPI
+// How the row exchanges move their bytes (K3_MPI_EXCHANGE): one MPI_Allgatherv each (the
+// default), or one-sided puts into a window of fixed capacity (K3_MPI_WINDOW_MB, 64 by default),
+// one fence opening and one closing each exchange; an exchange larger than the window falls back
+// to the collective (every rank sees the same sizes, so all fall back together).
+enum class Exchange { kCollective, kRma };
+
+Exchange exchange_kind() {
+  static const Exchange kind = [] {
+    const char* v = std::getenv("K3_MPI_EXCHANGE");
+    const std::string s = v != nullptr ? v : "";
+    if (s.empty() || s == "allgatherv") return Exchange::kCollective;
+    if (s == "rma") return Exchange::kRma;
+    throw Error(cat("K3_MPI_EXCHANGE: expected allgatherv or rma, got '", s, "'"));
+  }();
+  return kind;
+}
+
+struct Window {
+  MPI_Win win = MPI_WIN_NULL;
+  float* base = nullptr;
+  int64_t capacity = 0;  // floats
+};
+Window g_window;
+
+void check(int rc, const char* call);
+
+// The window, allocated by every rank on the first exchange (a collective call that every rank
+// makes at the same point).
+Window& window() {
+  if (g_window.win != MPI_WIN_NULL) return g_window;
+  int mb = env_int("K3_MPI_WINDOW_MB");
+  if (mb <= 0) mb = 64;
+  g_window.capacity = static_cast<int64_t>(mb) * (1 << 20) / static_cast<int64_t>(sizeof(float));
+  check(MPI_Win_allocate(static_cast<MPI_Aint>(g_window.capacity * static_cast<int64_t>(sizeof(float))),
+                         static_cast<int>(sizeof(float)), MPI_INFO_NULL, MPI_COMM_WORLD, &g_window.base, &g_window.win),
+        "MPI_Win_allocate");
+  return g_window;
+}
+
 void check(int rc, const char* call) {
   if (rc == MPI_SUCCESS) return;
   char msg[MPI_MAX_ERROR_STRING];
@@ -47,7 +87,9 @@ void check(int rc, const char* call) {
 void finish() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized) MPI_Finalize();
+  if (finalized) return;
+  if (g_window.win != MPI_WIN_NULL) MPI_Win_free(&g_window.win);
+  MPI_Finalize();
 }
 #endif
 
@@ -72,6 +114,7 @@ void start() {
   std::call_once(g_started, [] {
     if (!launched_by_mpirun()) return;
 #if K3_HAVE_MPI
+    exchange_kind();  // a bad K3_MPI_EXCHANGE fails here, not at the first exchange
     int provided = 0;
     // Serialized: the forward steps run on one thread at a time, though not always the main one
     // (the server's scheduler thread).
@@ -122,9 +165,26 @@ void allgather(const float* mine, std::span<const int64_t> counts, float* all) {
     at[k] = offset;
     offset += n[k];
   }
-  check(MPI_Allgatherv(mine, n[static_cast<size_t>(g_state.rank)], MPI_FLOAT, all, n.data(), at.data(), MPI_FLOAT,
-                       MPI_COMM_WORLD),
-        "MPI_Allgatherv");
+  const int me = g_state.rank;
+  if (exchange_kind() == Exchange::kRma && total <= window().capacity) {
+    Window& w = window();
+    check(MPI_Win_fence(MPI_MODE_NOPRECEDE, w.win), "MPI_Win_fence");
+    for (int k = 1; k < g_state.size; ++k) {  // (me + k) % R: not every rank at the same target first
+      const int to = (me + k) % g_state.size;
+      if (n[static_cast<size_t>(me)] > 0)
+        check(MPI_Put(mine, n[static_cast<size_t>(me)], MPI_FLOAT, to, at[static_cast<size_t>(me)],
+                      n[static_cast<size_t>(me)], MPI_FLOAT, w.win),
+              "MPI_Put");
+    }
+    check(MPI_Win_fence(MPI_MODE_NOSUCCEED, w.win), "MPI_Win_fence");
+    for (int k = 0; k < g_state.size; ++k)
+      if (k != me) std::copy_n(w.base + at[static_cast<size_t>(k)], n[static_cast<size_t>(k)], all + at[static_cast<size_t>(k)]);
+    std::copy_n(mine, own, all + at[static_cast<size_t>(me)]);
+  } else {
+    check(MPI_Allgatherv(mine, n[static_cast<size_t>(me)], MPI_FLOAT, all, n.data(), at.data(), MPI_FLOAT,
+                         MPI_COMM_WORLD),
+          "MPI_Allgatherv");
+  }
   g_state.traffic.bytes_sent += static_cast<uint64_t>(own) * sizeof(float) * static_cast<uint64_t>(g_state.size - 1);
   g_state.traffic.bytes_received += static_cast<uint64_t>(total - own) * sizeof(float);
   ++g_state.traffic.collectives;
