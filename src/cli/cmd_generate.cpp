@@ -29,17 +29,20 @@ namespace {
 
 // Over several ranks, with -v: what each rank held and moved (collective: every rank calls it).
 // Decode traffic is per decoded token, counted from the first token on.
-void report_ranks(int64_t count, const dist::Traffic& at_first) {
+void report_ranks(int64_t count, const dist::Traffic& at_first, double decode_seconds) {
   const dist::Traffic t = dist::traffic();
   const uint64_t decoded = count > 1 ? static_cast<uint64_t>(count - 1) : 1;
-  const uint64_t mine[4] = {peak_rss_bytes(), (t.bytes_sent - at_first.bytes_sent) / decoded,
+  const double in_exchanges = t.seconds - at_first.seconds;
+  const uint64_t mine[5] = {peak_rss_bytes(), (t.bytes_sent - at_first.bytes_sent) / decoded,
                             (t.bytes_received - at_first.bytes_received) / decoded,
-                            (t.collectives - at_first.collectives) / decoded};
-  std::vector<uint64_t> all(4 * static_cast<size_t>(dist::size()));
-  dist::allgather_u64(mine, 4, all.data());
+                            (t.collectives - at_first.collectives) / decoded,
+                            static_cast<uint64_t>(decode_seconds > 0 ? 1e4 * in_exchanges / decode_seconds : 0)};
+  std::vector<uint64_t> all(5 * static_cast<size_t>(dist::size()));
+  dist::allgather_u64(mine, 5, all.data());
   for (int r = 0; r < dist::size(); ++r)
-    log_info("rank ", r, ": peak resident ", all[4 * r] / 1e9, " GB; per decoded token sent ", all[4 * r + 1],
-             " B, received ", all[4 * r + 2], " B in ", all[4 * r + 3], " exchanges");
+    log_info("rank ", r, ": peak resident ", all[5 * r] / 1e9, " GB; per decoded token sent ", all[5 * r + 1],
+             " B, received ", all[5 * r + 2], " B in ", all[5 * r + 3], " exchanges; ", all[5 * r + 4] / 100.0,
+             "% of decode inside them");
   const dist::PlanStats p = dist::plan_stats();
   if (p.steps > 0)
     log_info("expert pairs per rank, max / mean over ", p.steps, " MoE steps: ", p.mean_planned, " (worst ",
@@ -232,7 +235,8 @@ void add_generate_command(CLI::App& app, Runner& run) {
                    (e.io_wait_seconds - at_first.io_wait_seconds) / dec * 100, "% of the time");
         }
       }
-      if (dist::size() > 1) report_ranks(count, traffic_first);
+      if (dist::size() > 1)
+        report_ranks(count, traffic_first, count > 1 ? std::chrono::duration<double>(t_end - t_first).count() : 0.0);
       return 0;
     };
   });

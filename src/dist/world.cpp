@@ -1,6 +1,7 @@
 #include "dist/world.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <limits>
 #include <mutex>
@@ -166,6 +167,7 @@ void allgather(const float* mine, std::span<const int64_t> counts, float* all) {
     offset += n[k];
   }
   const int me = g_state.rank;
+  const auto t0 = std::chrono::steady_clock::now();
   if (exchange_kind() == Exchange::kRma && total <= window().capacity) {
     Window& w = window();
     check(MPI_Win_fence(MPI_MODE_NOPRECEDE, w.win), "MPI_Win_fence");
@@ -185,6 +187,7 @@ void allgather(const float* mine, std::span<const int64_t> counts, float* all) {
                          MPI_COMM_WORLD),
           "MPI_Allgatherv");
   }
+  g_state.traffic.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   g_state.traffic.bytes_sent += static_cast<uint64_t>(own) * sizeof(float) * static_cast<uint64_t>(g_state.size - 1);
   g_state.traffic.bytes_received += static_cast<uint64_t>(total - own) * sizeof(float);
   ++g_state.traffic.collectives;

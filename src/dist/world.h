@@ -46,6 +46,9 @@ struct Traffic {
   uint64_t bytes_sent = 0;
   uint64_t bytes_received = 0;
   uint64_t collectives = 0;
+  // Wall time inside the row exchanges (allgather): the waits for slower ranks included, so
+  // the most that overlapping them with computation could save.
+  double seconds = 0;
 };
 Traffic traffic();
 void reset_traffic();
