@@ -194,6 +194,69 @@ void allgather(const float* mine, std::span<const int64_t> counts, float* all) {
 #endif
 }
 
+struct PendingExchange::Impl {
+  std::vector<int> n, at;
+#if K3_HAVE_MPI
+  MPI_Request request = MPI_REQUEST_NULL;
+#endif
+};
+
+PendingExchange::PendingExchange() = default;
+PendingExchange::PendingExchange(PendingExchange&&) noexcept = default;
+PendingExchange& PendingExchange::operator=(PendingExchange&&) noexcept = default;
+PendingExchange::~PendingExchange() {
+#if K3_HAVE_MPI
+  if (impl && impl->request != MPI_REQUEST_NULL) MPI_Wait(&impl->request, MPI_STATUS_IGNORE);
+#endif
+}
+
+PendingExchange allgather_begin(const float* mine, std::span<const int64_t> counts, float* all) {
+  PendingExchange p;
+  start();
+#if K3_HAVE_MPI
+  if (g_state.size > 1 && exchange_kind() == Exchange::kCollective) {
+    K3_CHECK(static_cast<int>(counts.size()) == g_state.size, "allgather: ", counts.size(), " counts for ",
+             g_state.size, " ranks");
+    int64_t total = 0;
+    for (int64_t c : counts) total += c;
+    K3_CHECK(total <= std::numeric_limits<int>::max(), "rank ", g_state.rank, ": one exchange of ", total,
+             " values is more than MPI_Iallgatherv takes (use a smaller --prefill-chunk)");
+    const auto t0 = std::chrono::steady_clock::now();
+    p.impl = std::make_unique<PendingExchange::Impl>();
+    p.impl->n.resize(counts.size());
+    p.impl->at.resize(counts.size());
+    int offset = 0;
+    for (size_t k = 0; k < counts.size(); ++k) {
+      p.impl->n[k] = static_cast<int>(counts[k]);
+      p.impl->at[k] = offset;
+      offset += p.impl->n[k];
+    }
+    const int64_t own = counts[static_cast<size_t>(g_state.rank)];
+    check(MPI_Iallgatherv(mine, static_cast<int>(own), MPI_FLOAT, all, p.impl->n.data(), p.impl->at.data(), MPI_FLOAT,
+                          MPI_COMM_WORLD, &p.impl->request),
+          "MPI_Iallgatherv");
+    g_state.traffic.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    g_state.traffic.bytes_sent += static_cast<uint64_t>(own) * sizeof(float) * static_cast<uint64_t>(g_state.size - 1);
+    g_state.traffic.bytes_received += static_cast<uint64_t>(total - own) * sizeof(float);
+    ++g_state.traffic.collectives;
+    return p;
+  }
+#endif
+  allgather(mine, counts, all);
+  return p;
+}
+
+void allgather_end(PendingExchange& p) {
+#if K3_HAVE_MPI
+  if (!p.impl || p.impl->request == MPI_REQUEST_NULL) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  check(MPI_Wait(&p.impl->request, MPI_STATUS_IGNORE), "MPI_Wait");
+  g_state.traffic.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+#else
+  (void)p;
+#endif
+}
+
 void allgather_u64(const uint64_t* mine, size_t n, uint64_t* all) {
   start();
   if (g_state.size == 1) {

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 
@@ -31,6 +32,23 @@ bool built_with_mpi();
 // all = every rank's `mine` in rank order, rank k contributing counts[k] floats (counts has
 // size() entries and counts[rank()] floats are read from mine).  Collective.
 void allgather(const float* mine, std::span<const int64_t> counts, float* all);
+// The same exchange, split so that computation which does not need `all` can run while it is
+// in flight: allgather_begin starts it (MPI_Iallgatherv; `mine`, `all` and the computation's own
+// exchanges may not touch it until allgather_end); allgather_end waits for it.  With the
+// one-sided exchanges (K3_MPI_EXCHANGE=rma) begin completes it.  Collective, in the same order
+// on every rank.  A PendingExchange destroyed before its end waits for it.
+class PendingExchange {
+ public:
+  PendingExchange();
+  PendingExchange(PendingExchange&&) noexcept;
+  PendingExchange& operator=(PendingExchange&&) noexcept;
+  ~PendingExchange();
+  struct Impl;
+  std::unique_ptr<Impl> impl;
+};
+PendingExchange allgather_begin(const float* mine, std::span<const int64_t> counts, float* all);
+void allgather_end(PendingExchange& p);
+
 // all[k * n + i] = rank k's mine[i] for i < n.  Collective.
 void allgather_u64(const uint64_t* mine, size_t n, uint64_t* all);
 // bytes at data on `root` copied to every rank.  Collective.

@@ -1,6 +1,7 @@
 #include "model/ffn.h"
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "base/profile.h"
@@ -129,20 +130,23 @@ void moe_forward(const MoeWeights& w, const TextConfig& c, const float* x, int64
     }
   }
 
-  // The shared MLP needs no routed expert: it runs while their reads are in flight, and is
-  // added after them (the same sum as when it ran last).
+  // The shared MLP needs no routed expert: in one process it runs while their reads are in
+  // flight; in the throughput layout, while the routed experts' outputs are exchanged.  Either
+  // way it is added after them (the same sum as when it ran last).
   std::vector<float> shared;
-  if (!w.shared.gate.empty()) {
+  auto run_shared = [&] {
+    if (w.shared.gate.empty()) return;
     ScopedPhase phase(Phase::kShared);
     shared.resize(n * d);
     mlp_forward(w.shared, c, x, n, shared.data(), precision);
-  }
+  };
+  if (!place.parallel()) run_shared();
 
   // Routed experts, grouped by expert so each expert's weights stream once per call; each
   // token accumulates its experts in expert-index order (independent of the batch and of the
   // layout).  A group of experts runs as two pool dispatches (every gate and up product, then
   // every down product), not two per expert: a decode step's 16 experts are small products.
-  ScopedPhase experts_phase(Phase::kExperts);
+  std::optional<ScopedPhase> experts_phase(Phase::kExperts);
   const int64_t inner = w.latent_down.empty() ? d : w.latent_down.rows;
   std::vector<float> z;
   const float* zin = x;
@@ -261,7 +265,11 @@ void moe_forward(const MoeWeights& w, const TextConfig& c, const float* x, int64
       if (k > 0) at[k] = at[k - 1] + plan.load[k - 1];
     }
     std::vector<float> all(static_cast<size_t>(plan.pairs * inner));
-    dist::allgather(outputs.data(), counts, all.data());
+    dist::PendingExchange exchange = dist::allgather_begin(outputs.data(), counts, all.data());
+    experts_phase.reset();
+    run_shared();
+    experts_phase.emplace(Phase::kExperts);
+    dist::allgather_end(exchange);
     for (int32_t e : chosen) {
       int64_t r = 0;
       for (int j = 0; j <= place.replicas(); ++j) {
