@@ -87,14 +87,11 @@ Active active_per_token(const Model& model) {
       a.add(m.experts[e]);
       ++added;
     }
-    for (; added < k; ++added) {
-      const Active one = [&] {
-        Active x;
-        x.add(m.experts[0]);
-        return x;
-      }();
-      a.bytes += one.bytes;
-      a.params += one.params;
+    if (added < k) {
+      Active one;
+      one.add(m.experts[0]);
+      a.bytes += one.bytes * (k - added);
+      a.params += one.params * (k - added);
     }
   }
   a.add(w.lm_head, false);

@@ -151,6 +151,18 @@ TEST(DistModel, ThroughputLayoutIsBitIdenticalToOneProcess) {
 namespace k3 {
 namespace {
 
+// What one decoded token after a 4-token prompt sends and receives through the exchanges.
+dist::Traffic decode_step_traffic(const Model& model) {
+  SequenceState s = model.new_sequence();
+  prefill_logits(model, s, {5, 7, 11, 13}, 4);
+  const int32_t next = 17;
+  dist::reset_traffic();
+  std::vector<float> step;
+  SequenceInput in{&s, std::span<const int32_t>(&next, 1), false};
+  model.forward(std::span<const SequenceInput>(&in, 1), &step);
+  return dist::traffic();
+}
+
 // What `k3 inspect --ranks R` predicts a decoded token sends and receives is what it does.
 // A matrix holding only this rank's rows is never computed whole: asked to, linear refuses.
 TEST(DistModel, OwnRowsAreNeverComputedWhole) {
@@ -166,15 +178,7 @@ TEST(DistModel, OwnRowsAreNeverComputedWhole) {
 
 TEST(DistModel, DecodeTrafficIsWhatThePartitionPredicts) {
   auto model = Model::load(testing::fixture_dir("k3-tiny-a"));
-  SequenceState s = model->new_sequence();
-  const std::vector<int32_t> prompt = {5, 7, 11, 13};
-  prefill_logits(*model, s, prompt, 4);
-  const int32_t next = 17;
-  dist::reset_traffic();
-  std::vector<float> step;
-  SequenceInput in{&s, std::span<const int32_t>(&next, 1), false};
-  model->forward(std::span<const SequenceInput>(&in, 1), &step);
-  const dist::Traffic t = dist::traffic();
+  const dist::Traffic t = decode_step_traffic(*model);
   const RankFootprint f = rank_footprint(model->weights(), model->text(), dist::rank(), dist::size());
   EXPECT_EQ(t.bytes_sent, f.sent_per_token);
   EXPECT_EQ(t.bytes_received, f.received_per_token);
@@ -194,14 +198,7 @@ TEST(DistModel, ThroughputTrafficIsWhatThePartitionPredicts) {
     opt.layout = dist::Layout::kThroughput;
     opt.expert_replicas = replicas;
     auto model = Model::load(testing::fixture_dir("k3-tiny-a"), opt);
-    SequenceState s = model->new_sequence();
-    prefill_logits(*model, s, {5, 7, 11, 13}, 4);
-    const int32_t next = 17;
-    dist::reset_traffic();
-    std::vector<float> step;
-    SequenceInput in{&s, std::span<const int32_t>(&next, 1), false};
-    model->forward(std::span<const SequenceInput>(&in, 1), &step);
-    const dist::Traffic t = dist::traffic();
+    const dist::Traffic t = decode_step_traffic(*model);
     const RankFootprint f =
         rank_footprint(model->weights(), model->text(), dist::rank(), R, dist::Layout::kThroughput, replicas);
     EXPECT_EQ(t.collectives, f.collectives_per_token);

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <thread>
 
+#include "rank_process.h"
 #include "support/test_support.h"
 
 namespace k3 {
@@ -130,19 +131,6 @@ TEST(MpirunCli, AMissingShardOnOneRankEndsEveryRank) {
   EXPECT_NE(r.err.find(shard), std::string::npos) << r.err;
 }
 
-// The pid of the process whose environment holds `tag` and OMPI_COMM_WORLD_RANK=rank, or -1.
-pid_t find_rank(const std::string& tag, int rank) {
-  for (const auto& e : fs::directory_iterator("/proc")) {
-    const std::string name = e.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream f(e.path() / "environ", std::ios::binary);
-    const std::string env((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    if (env.find(tag) != std::string::npos &&
-        env.find(std::string("OMPI_COMM_WORLD_RANK=") + std::to_string(rank) + '\0') != std::string::npos)
-      return static_cast<pid_t>(std::stol(name));
-  }
-  return -1;
-}
 
 TEST(MpirunCli, ARankKilledMidGenerationEndsTheJobPromptly) {
   set_env();
@@ -162,7 +150,7 @@ TEST(MpirunCli, ARankKilledMidGenerationEndsTheJobPromptly) {
   pid_t victim = -1;
   for (int i = 0; i < 600 && (victim < 0 || testing::read_file(tmp.file("out")).size() < 20); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    if (victim < 0) victim = find_rank(tag, 1);
+    if (victim < 0) victim = testing::rank_pid(tag, 1);
   }
   ASSERT_GT(victim, 0) << "rank 1 not found";
   ASSERT_EQ(::kill(victim, SIGKILL), 0);
@@ -186,8 +174,8 @@ TEST(MpirunCli, ARankKilledMidGenerationEndsTheJobPromptly) {
   EXPECT_NE(WEXITSTATUS(status), 0);
   const std::string err = testing::read_file(tmp.file("err"));
   EXPECT_NE(err.find("rank 1"), std::string::npos) << err;
-  EXPECT_EQ(find_rank(tag, 0), -1) << "rank 0 outlived the job";
-  EXPECT_EQ(find_rank(tag, 2), -1) << "rank 2 outlived the job";
+  EXPECT_EQ(testing::rank_pid(tag, 0), -1) << "rank 0 outlived the job";
+  EXPECT_EQ(testing::rank_pid(tag, 2), -1) << "rank 2 outlived the job";
   std::printf("[measured] rank 1 killed: the job ended %.2f s later\n", secs);
 }
 

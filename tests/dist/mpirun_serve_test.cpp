@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "server/server_test_util.h"
+#include "rank_process.h"
 #include "support/test_support.h"
 
 namespace k3 {
@@ -124,26 +125,12 @@ TEST(MpirunServe, RequestsDecodedTogetherMatchOneProcess) {
     EXPECT_EQ(got[static_cast<size_t>(i)].get()["choices"], want[static_cast<size_t>(i)]["choices"]) << i;
 }
 
-// The pid of the process whose environment holds `tag` and OMPI_COMM_WORLD_RANK=rank, or -1.
-pid_t rank_pid(const std::string& tag, int rank) {
-  namespace fs = std::filesystem;
-  for (const auto& e : fs::directory_iterator("/proc")) {
-    const std::string name = e.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream f(e.path() / "environ", std::ios::binary);
-    const std::string env((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    if (env.find(tag) != std::string::npos &&
-        env.find("OMPI_COMM_WORLD_RANK=" + std::to_string(rank) + '\0') != std::string::npos)
-      return static_cast<pid_t>(std::stol(name));
-  }
-  return -1;
-}
 
 TEST(MpirunServe, AFollowerKilledMidReplyFailsTheRequest) {
   const std::string tag = "serve" + std::to_string(::getpid());
   ::setenv("K3_TEST_SERVE_TAG", tag.c_str(), 1);
   ServerProcess ranks(serve_args(), mpirun(2));
-  const pid_t follower = rank_pid("K3_TEST_SERVE_TAG=" + tag, 1);
+  const pid_t follower = testing::rank_pid("K3_TEST_SERVE_TAG=" + tag, 1);
   ASSERT_GT(follower, 0);
   std::thread killer([follower] {
     std::this_thread::sleep_for(std::chrono::milliseconds(800));
