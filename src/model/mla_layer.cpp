@@ -6,8 +6,8 @@
 #include "base/numeric_types.h"
 #include "kernels/activation.h"
 #include "base/thread_pool.h"
-#include "kernels/attention.h"
 #include "kernels/mla_attention.h"
+#include "kernels/mla_prefill.h"
 #include "kernels/linear.h"
 #include "kernels/norm.h"
 
@@ -47,31 +47,6 @@ void attend_absorbed(const MlaWeights& w, const Dims& m, const Elem* cache, cons
   });
 }
 
-// The same via decompressed per-head keys and values.
-void attend_naive(const MlaWeights& w, const Dims& m, const float* cache, const float* q, int64_t len, int64_t pos0,
-                  float scale, float* o, Precision precision) {
-  const int64_t n = pos0 + len;
-  std::vector<float> lat(n * m.lora), kv(n * m.H * m.kvb);
-  for (int64_t s = 0; s < n; ++s)
-    for (int j = 0; j < m.lora; ++j) lat[s * m.lora + j] = cache[s * m.width + j];
-  linear(w.kv_b, lat.data(), n, kv.data(), precision);
-  global_pool().run(m.H, [&](int64_t h, int) {
-    std::vector<float> keys(n * m.qk), scratch(n);
-    for (int64_t s = 0; s < n; ++s) {
-      const float* src = &kv[s * m.H * m.kvb + static_cast<int64_t>(h) * m.kvb];
-      float* key = &keys[s * m.qk];
-      for (int j = 0; j < m.nope; ++j) key[j] = src[j];
-      for (int r = 0; r < m.rope; ++r) key[m.nope + r] = cache[s * m.width + m.lora + r];
-    }
-    const float* values = &kv[static_cast<int64_t>(h) * m.kvb + m.nope];
-    for (int64_t i = 0; i < len; ++i) {
-      const float* qh = q + i * m.H * m.qk + static_cast<int64_t>(h) * m.qk;
-      attend_one(qh, keys.data(), m.qk, values, static_cast<int64_t>(m.H) * m.kvb, pos0 + i + 1, m.qk, m.vdim, scale,
-                 o + i * m.H * m.vdim + static_cast<int64_t>(h) * m.vdim, scratch.data());
-    }
-  });
-}
-
 }  // namespace
 
 void mla_layer_forward(const MlaWeights& w, const TextConfig& c, const BatchLayout& batch, int index, const float* x,
@@ -99,17 +74,19 @@ void mla_layer_forward(const MlaWeights& w, const TextConfig& c, const BatchLayo
 
   const float scale = 1.0f / std::sqrt(static_cast<float>(m.qk));
   std::vector<float> o(N * m.H * m.vdim);
+  const MlaPrefillShape shape{m.H, m.nope, m.rope, m.vdim, m.lora};
+  const int64_t ldo = static_cast<int64_t>(m.H) * m.vdim;
   for (const BatchSegment& s : batch.segments) {
     const float* qs = q.data() + s.row0 * m.H * m.qk;
     float* os = o.data() + s.row0 * m.H * m.vdim;
-    const bool naive = options.mode == MlaMode::kNaive ||
-                       (options.mode == MlaMode::kAuto && s.len >= options.naive_min_tokens);
+    const bool decompressed = options.mode == MlaMode::kDecompressed ||
+                              (options.mode == MlaMode::kAuto && s.len >= options.decompressed_min_tokens);
     MlaLayerState& state = s.state->mla[index];
     const float* rows = &ckv[s.row0 * m.width];
     const int64_t count = s.len * m.width;
     if (s.state->cache_dtype() == CacheDtype::kF32) {
       state.latent.insert(state.latent.end(), rows, rows + count);
-      if (naive) attend_naive(w, m, state.latent.data(), qs, s.len, s.pos0, scale, os, precision);
+      if (decompressed) mla_prefill_attention(w.kv_b, shape, qs, state.latent.data(), s.pos0, s.len, scale, os, ldo);
       else attend_absorbed(w, m, state.latent.data(), qs, s.len, s.pos0, scale, os, precision);
     } else {
       // New rows are rounded once, when appended; every later read widens them exactly, so a
@@ -118,13 +95,8 @@ void mla_layer_forward(const MlaWeights& w, const TextConfig& c, const BatchLayo
       const size_t old = cache.size();
       cache.resize(old + count);
       for (int64_t i = 0; i < count; ++i) cache[old + i] = f32_to_bf16(rows[i]);
-      if (naive) {
-        std::vector<float> wide(cache.size());
-        for (size_t i = 0; i < wide.size(); ++i) wide[i] = bf16_to_f32(cache[i]);
-        attend_naive(w, m, wide.data(), qs, s.len, s.pos0, scale, os, precision);
-      } else {
-        attend_absorbed(w, m, cache.data(), qs, s.len, s.pos0, scale, os, precision);
-      }
+      if (decompressed) mla_prefill_attention(w.kv_b, shape, qs, cache.data(), s.pos0, s.len, scale, os, ldo);
+      else attend_absorbed(w, m, cache.data(), qs, s.len, s.pos0, scale, os, precision);
     }
   }
   if (!w.g.empty())

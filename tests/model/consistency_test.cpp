@@ -1,5 +1,5 @@
 // Self-consistency of the exact path: incremental decoding equals one longer prefill, the
-// chunked KDA form equals the recurrence, absorbed MLA equals naive MLA, and a batch of
+// chunked KDA form equals the recurrence, absorbed MLA equals decompressed MLA, and a batch of
 // sequences equals the same sequences run alone.  (Fixture_test checks absolute correctness.)
 #include <gtest/gtest.h>
 
@@ -61,7 +61,7 @@ class ConsistencyTest : public ::testing::TestWithParam<std::string> {
 testing::TempDir* ConsistencyTest::synth_dir_ = nullptr;
 
 // prefill(T) == prefill(T-k) + k single-token decode steps, on both sides of the KDA chunk (16)
-// and of the naive-MLA threshold (128 new tokens).
+// and of the decompressed-MLA threshold (128 new tokens).
 TEST_P(ConsistencyTest, PrefillEqualsPrefillPlusDecode) {
   for (int T : {2, 9, 16, 17, 40, 131, 150}) {
     for (int k : {1, 3}) {
@@ -96,12 +96,12 @@ TEST_P(ConsistencyTest, ChunkedKdaEqualsRecurrence) {
 // reassociation. With bf16 that tiny difference can flip the rounding of a later layer's row, so
 // the bound is relative: the two bf16 paths must agree four times better than bf16 agrees with fp32,
 // which a path that read unrounded rows could not.
-TEST_P(ConsistencyTest, AbsorbedMlaEqualsNaive) {
+TEST_P(ConsistencyTest, AbsorbedMlaEqualsDecompressed) {
   const std::vector<int32_t> toks = random_tokens(45, static_cast<int>(vocab_), 8);
   std::vector<std::vector<float>> out[2];
   for (CacheDtype cache : {CacheDtype::kF32, CacheDtype::kBf16}) {
     model_->options().kv_cache = cache;
-    for (MlaMode mode : {MlaMode::kAbsorbed, MlaMode::kNaive}) {
+    for (MlaMode mode : {MlaMode::kAbsorbed, MlaMode::kDecompressed}) {
       model_->options().mla.mode = mode;
       SequenceState s = model_->new_sequence();
       ASSERT_EQ(s.cache_dtype(), cache);
