@@ -7,7 +7,6 @@
 
 #include "base/cpu_features.h"
 #include "kernels/simd/dispatch.h"
-#include "kernels/small_gemm.h"
 #include "kernels/mla_prefill_tiles.h"
 
 namespace k3 {
@@ -33,12 +32,29 @@ double mla_prefill_decompress_macs(const MlaPrefillShape& s, int64_t pos0, int64
   return keys * s.heads * (s.nope + s.vdim) * s.lora;
 }
 
+double mla_absorbed_attention_macs(const MlaPrefillShape& s, int64_t pos0, int64_t len) {
+  const double pairs = static_cast<double>(len) * pos0 + static_cast<double>(len) * (len + 1) / 2.0;
+  return pairs * s.heads * (s.lora + s.width());
+}
+
+bool mla_prefill_prefers_decompressed(const MlaPrefillShape& s, int64_t pos0, int64_t len) {
+  constexpr double kSpeedRatio = 0.9;  // blocked FLOP rate / absorbed FLOP rate
+  return mla_prefill_attention_macs(s, pos0, len) + mla_prefill_decompress_macs(s, pos0, len) <
+         kSpeedRatio * mla_absorbed_attention_macs(s, pos0, len);
+}
+
 namespace portable {
 namespace {
 
 struct Ops {
-  static void gemm(const float* A, const float* B, float* C, int64_t m, int64_t k, int64_t n, bool acc) {
-    portable::gemm_nn(A, B, C, m, k, n, acc);
+  static void gemm(const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc, int64_t m,
+                   int64_t k, int64_t n, bool acc) {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        float sum = acc ? C[i * ldc + j] : 0.0f;
+        for (int64_t p = 0; p < k; ++p) sum += A[i * lda + p] * B[p * ldb + j];
+        C[i * ldc + j] = sum;
+      }
   }
   static float row_max(const float* s, int64_t n) {
     float mx = -std::numeric_limits<float>::infinity();

@@ -40,6 +40,14 @@ void mla_prefill_attention(const Matrix& kv_b, const MlaPrefillShape& s, const f
 // decompression, for the roofline.
 double mla_prefill_attention_macs(const MlaPrefillShape& s, int64_t pos0, int64_t len);
 double mla_prefill_decompress_macs(const MlaPrefillShape& s, int64_t pos0, int64_t len);
+// The same segment in the absorbed form (mla_attention.h): lora + width per query, key and head.
+double mla_absorbed_attention_macs(const MlaPrefillShape& s, int64_t pos0, int64_t len);
+
+// Whether this kernel beats the absorbed form for a segment: its work (attention plus
+// decompression) against the absorbed form's, weighed by their measured speeds (`k3 bench
+// --filter mla`: both run at 55-65% of the fp32 FMA peak, the blocked one a little slower).  For
+// K3's shapes that is from ~200 new tokens deep in a long cache, ~390 for a fresh prompt.
+bool mla_prefill_prefers_decompressed(const MlaPrefillShape& s, int64_t pos0, int64_t len);
 
 namespace mla_prefill_detail {
 inline constexpr int64_t kKeyBlock = 256;  // cache rows per block, aligned at absolute positions

@@ -13,7 +13,6 @@
 #include "kernels/mla_prefill.h"
 
 #include "kernels/simd/isa_begin.h"
-#include "kernels/small_gemm_tiles.h"
 #include "kernels/mla_prefill_tiles.h"
 
 namespace k3::K3_ISA_NS {
@@ -21,8 +20,50 @@ namespace {
 
 struct Ops {
   static constexpr int L = Vec::kLanes;
-  static void gemm(const float* A, const float* B, float* C, int64_t m, int64_t k, int64_t n, bool acc) {
-    tiles::SmallGemm<Vec>::run(A, B, C, m, k, n, acc);
+  // Register tile: R rows by NV vectors of accumulators, NV loads of B per R * NV multiply-adds
+  // (the B panel streams from L2 while A's rows stay in L1).  6 x 4 uses 28 of AVX-512's 32
+  // registers, 6 x 2 15 of AVX2's 16.
+  static constexpr int R = 6, NV = L == 16 ? 4 : 2;
+
+  template <int RR, int VV>
+  static void tile(const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc, int64_t k,
+                   bool acc) {
+    Vec::V c[RR][VV];
+    for (int i = 0; i < RR; ++i)
+      for (int v = 0; v < VV; ++v) c[i][v] = acc ? Vec::load(C + i * ldc + v * L) : Vec::zero();
+    for (int64_t p = 0; p < k; ++p) {
+      Vec::V b[VV];
+      for (int v = 0; v < VV; ++v) b[v] = Vec::load(B + p * ldb + v * L);
+      for (int i = 0; i < RR; ++i) {
+        const Vec::V a = Vec::set1(A[i * lda + p]);
+        for (int v = 0; v < VV; ++v) c[i][v] = Vec::fma(a, b[v], c[i][v]);
+      }
+    }
+    for (int i = 0; i < RR; ++i)
+      for (int v = 0; v < VV; ++v) Vec::store(C + i * ldc + v * L, c[i][v]);
+  }
+
+  template <int VV>
+  static void rows(const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc, int64_t m,
+                   int64_t k, bool acc) {
+    int64_t i = 0;
+    for (; i + R <= m; i += R) tile<R, VV>(A + i * lda, lda, B, ldb, C + i * ldc, ldc, k, acc);
+    for (; i < m; ++i) tile<1, VV>(A + i * lda, lda, B, ldb, C + i * ldc, ldc, k, acc);
+  }
+
+  // Every element is an fma chain over p = 0..k-1 (the columns past the last full vector too),
+  // whatever tile it falls in.
+  static void gemm(const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc, int64_t m,
+                   int64_t k, int64_t n, bool acc) {
+    int64_t j = 0;
+    for (; j + NV * L <= n; j += NV * L) rows<NV>(A, lda, B + j, ldb, C + j, ldc, m, k, acc);
+    for (; j + L <= n; j += L) rows<1>(A, lda, B + j, ldb, C + j, ldc, m, k, acc);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t jj = j; jj < n; ++jj) {
+        float sum = acc ? C[i * ldc + jj] : 0.0f;
+        for (int64_t p = 0; p < k; ++p) sum = std::fma(A[i * lda + p], B[p * ldb + jj], sum);
+        C[i * ldc + jj] = sum;
+      }
   }
   // The last partial vector, the lanes past n set to `fill`.
   static Vec::V tail(const float* s, int64_t k, float fill) {

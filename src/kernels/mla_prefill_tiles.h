@@ -1,6 +1,8 @@
 // The blocked causal MLA prefill (mla_prefill.h) written once over a set of operations Ops:
-//   gemm(A, B, C, m, k, n, acc)   C[m][n] (+)= A[m][k] B[k][n], each element summed over k in
-//                                 order (small_gemm.h), so a row's result never depends on the others
+//   gemm(A, lda, B, ldb, C, ldc, m, k, n, acc)
+//                                 C[m][n] (+)= A[m][k] B[k][n] (row strides lda, ldb, ldc), each
+//                                 element summed over k in order, so a row's result never
+//                                 depends on the other rows or on how rows are grouped
 //   row_max(s, n)                 the largest of s[0..n)
 //   exp_sum(s, n, mx)             s[j] = e^(s[j] - mx) for j < n, returning their sum
 //   scale_row(o, n, c)            o[j] *= c
@@ -12,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "base/numeric_types.h"
@@ -30,7 +33,7 @@ struct Blocked {
 
   // Per worker thread, kept between calls so that long segments do not fault in fresh pages.
   struct Scratch {
-    std::vector<float> wk, wvt, row, qh, out, m, l, lat, lt, kt, v, sc;
+    std::vector<float> wkv, row, qh, out, m, l, lat, kv, kt, sc;
   };
 
   template <class Elem>
@@ -40,21 +43,32 @@ struct Blocked {
     global_pool().run(s.heads, [&](int64_t h, int) { head(kv_b, s, q, cache, pos0, len, scale, o, ldo, h); });
   }
 
+  // The block's latent rows as fp32 [b][lda]: the cache itself when it is fp32, else widened.
+  static const float* latent(const float* cache, int64_t W, int64_t, int64_t, int64_t& lda, std::vector<float>&) {
+    lda = W;
+    return cache;
+  }
+  static const float* latent(const uint16_t* cache, int64_t W, int64_t b, int64_t lora, int64_t& lda,
+                             std::vector<float>& buf) {
+    lda = lora;
+    for (int64_t j = 0; j < b; ++j)
+      for (int64_t c = 0; c < lora; ++c) buf[j * lora + c] = bf16_to_f32(cache[j * W + c]);
+    return buf.data();
+  }
+
   template <class Elem>
   static void head(const Matrix& kv_b, const MlaPrefillShape& s, const float* q, const Elem* cache, int64_t pos0,
                    int64_t len, float scale, float* o, int64_t ldo, int64_t h) {
     thread_local Scratch t;
     const int64_t KB = kKeyBlock, TQ = kQueryTile, n = pos0 + len;
     const int64_t nope = s.nope, rope = s.rope, vdim = s.vdim, lora = s.lora, qk = s.qk(), W = s.width();
-    const int64_t r0 = h * (nope + vdim);
-    // This head's weights in fp32: W_UK as [nope][lora], W_UV transposed to [lora][vdim].
-    t.wk.resize(nope * lora);
-    for (int64_t r = 0; r < nope; ++r) portable::dequant_row(kv_b, r0 + r, &t.wk[r * lora]);
-    t.wvt.resize(lora * vdim);
+    const int64_t kvw = nope + vdim;  // a decompressed row: the key's nope part, then the value
+    // This head's kv_b rows in fp32, transposed to [lora][nope + vdim].
+    t.wkv.resize(lora * kvw);
     t.row.resize(lora);
-    for (int64_t c = 0; c < vdim; ++c) {
-      portable::dequant_row(kv_b, r0 + nope + c, t.row.data());
-      for (int64_t p = 0; p < lora; ++p) t.wvt[p * vdim + c] = t.row[p];
+    for (int64_t c = 0; c < kvw; ++c) {
+      portable::dequant_row(kv_b, h * kvw + c, t.row.data());
+      for (int64_t p = 0; p < lora; ++p) t.wkv[p * kvw + c] = t.row[p];
     }
     // The head's queries, scaled once.
     t.qh.resize(len * qk);
@@ -65,38 +79,31 @@ struct Blocked {
     t.out.assign(len * vdim, 0.0f);
     t.m.assign(len, -std::numeric_limits<float>::infinity());
     t.l.assign(len, 0.0f);
-    t.lat.resize(KB * lora);
-    t.lt.resize(lora * KB);
+    if (!std::is_same_v<Elem, float>) t.lat.resize(KB * lora);
+    t.kv.resize(KB * kvw);
     t.kt.resize(qk * KB);
-    t.v.resize(KB * vdim);
     t.sc.resize(TQ * KB);
 
     for (int64_t kb0 = 0; kb0 < n; kb0 += KB) {
       const int64_t b = std::min(KB, n - kb0);
-      // The block's latent rows (zero past the cache's end), also transposed for the keys.
-      for (int64_t j = 0; j < KB; ++j) {
-        float* dst = &t.lat[j * lora];
-        if (j < b) {
-          const Elem* src = cache + (kb0 + j) * W;
-          for (int64_t c = 0; c < lora; ++c) dst[c] = widen(src[c]);
-        } else {
-          std::fill(dst, dst + lora, 0.0f);
-        }
-      }
+      // Decompressed rows [KB][nope + vdim] (zero past the cache's end), then the keys
+      // transposed to [qk][KB] with the cached rope part below.
+      int64_t lda = 0;
+      const float* lat = latent(cache + kb0 * W, W, b, lora, lda, t.lat);
+      Ops::gemm(lat, lda, t.wkv.data(), kvw, t.kv.data(), kvw, b, lora, kvw, false);
+      std::fill(t.kv.begin() + b * kvw, t.kv.end(), 0.0f);
       for (int64_t j0 = 0; j0 < KB; j0 += 16)
-        for (int64_t c = 0; c < lora; ++c)
-          for (int64_t j = j0; j < j0 + 16; ++j) t.lt[c * KB + j] = t.lat[j * lora + c];
-      // Keys transposed, [qk][KB]: W_UK lat, then the cached rope part.  Values [KB][vdim].
-      Ops::gemm(t.wk.data(), t.lt.data(), t.kt.data(), nope, lora, KB, false);
+        for (int64_t c = 0; c < nope; ++c)
+          for (int64_t j = j0; j < j0 + 16; ++j) t.kt[c * KB + j] = t.kv[j * kvw + c];
       for (int64_t r = 0; r < rope; ++r)
         for (int64_t j = 0; j < KB; ++j)
           t.kt[(nope + r) * KB + j] = j < b ? widen(cache[(kb0 + j) * W + lora + r]) : 0.0f;
-      Ops::gemm(t.lat.data(), t.wvt.data(), t.v.data(), KB, lora, vdim, false);
+      const float* v = t.kv.data() + nope;
 
       // Every query that sees a row of this block: positions kb0 and later.
       for (int64_t i = std::max<int64_t>(0, kb0 - pos0); i < len; i += TQ) {
         const int64_t tq = std::min(TQ, len - i);
-        Ops::gemm(&t.qh[i * qk], t.kt.data(), t.sc.data(), tq, qk, KB, false);
+        Ops::gemm(&t.qh[i * qk], qk, t.kt.data(), KB, t.sc.data(), KB, tq, qk, KB, false);
         for (int64_t r = 0; r < tq; ++r) {
           const int64_t lim = std::min(KB, pos0 + i + r - kb0 + 1);  // keys this query sees
           float* row = &t.sc[r * KB];
@@ -109,7 +116,7 @@ struct Blocked {
           t.m[i + r] = mx;
           if (corr != 1.0f) Ops::scale_row(&t.out[(i + r) * vdim], vdim, corr);
         }
-        Ops::gemm(t.sc.data(), t.v.data(), &t.out[i * vdim], tq, KB, vdim, true);
+        Ops::gemm(t.sc.data(), KB, v, kvw, &t.out[i * vdim], vdim, tq, KB, vdim, true);
       }
     }
     for (int64_t i = 0; i < len; ++i) {

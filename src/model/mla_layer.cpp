@@ -80,7 +80,7 @@ void mla_layer_forward(const MlaWeights& w, const TextConfig& c, const BatchLayo
     const float* qs = q.data() + s.row0 * m.H * m.qk;
     float* os = o.data() + s.row0 * m.H * m.vdim;
     const bool decompressed = options.mode == MlaMode::kDecompressed ||
-                              (options.mode == MlaMode::kAuto && s.len >= options.decompressed_min_tokens);
+                              (options.mode == MlaMode::kAuto && mla_prefill_prefers_decompressed(shape, s.pos0, s.len));
     MlaLayerState& state = s.state->mla[index];
     const float* rows = &ckv[s.row0 * m.width];
     const int64_t count = s.len * m.width;

@@ -16,11 +16,12 @@
 
 namespace k3 {
 
+// kAuto: per segment, whichever form does less work at the two kernels' measured speeds
+// (mla_prefill_prefers_decompressed); decode steps always run absorbed.
 enum class MlaMode { kAuto, kAbsorbed, kDecompressed };
 
 struct MlaOptions {
   MlaMode mode = MlaMode::kAuto;
-  int64_t decompressed_min_tokens = 128;  // kAuto: segments with at least this many new tokens
 };
 
 void mla_layer_forward(const MlaWeights& w, const TextConfig& c, const BatchLayout& batch, int index, const float* x,

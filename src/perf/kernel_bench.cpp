@@ -14,6 +14,7 @@
 #include "kernels/kda.h"
 #include "kernels/linear.h"
 #include "kernels/mla_attention.h"
+#include "kernels/mla_prefill.h"
 #include "kernels/mxfp4.h"
 #include "perf/stopwatch.h"
 
@@ -455,6 +456,48 @@ std::vector<BenchResult> run_kernel_benches(ThreadPool& pool, const MachineLimit
                                       gflops, peak > 0 ? 100.0 * gflops / peak : 0.0, 2.0 * H * (width + lora) / (width * 4.0));
                         r.note = std::to_string(H) + " heads over a " + std::to_string(width) + "-wide fp32 latent cache, " +
                                  std::to_string(layers) + " layer caches rotated" + compute;
+                        out.push_back(r);
+                      }});
+    }
+  }
+  if (want("mla")) {
+    // Prefill: a chunk of `len` new tokens at the end of a `ctx`-token cache (what a chunked
+    // prefill of a long prompt runs per MLA layer).  FLOPs: the causal score and value products
+    // plus the decompression of the cached keys and values.
+    for (auto [ctx, len] : {std::pair<int64_t, int64_t>{4096, 512}, {16384, 512}}) {
+      jobs.push_back({"mla_prefill", [&, ctx, len] {
+                        const MlaPrefillShape sh{q ? 8 : 96, q ? 32 : 128, q ? 16 : 64, q ? 32 : 128, q ? 64 : 512};
+                        const int64_t n = q ? ctx / 16 : ctx, l = q ? len / 8 : len, pos0 = n - l;
+                        AlignedVector<float> cache(n * sh.width()), qv(l * sh.heads * sh.qk()), o(l * sh.heads * sh.vdim);
+                        fill_f32(cache, 51, 1.0f);
+                        fill_f32(qv, 52, 0.3f);
+                        std::vector<uint16_t> kvb(static_cast<size_t>(sh.heads) * (sh.nope + sh.vdim) * sh.lora);
+                        fill_bf16(pool, kvb, 53);
+                        Matrix w;
+                        w.format = WeightFormat::kBF16;
+                        w.rows = static_cast<int64_t>(sh.heads) * (sh.nope + sh.vdim);
+                        w.cols = sh.lora;
+                        w.data = kvb.data();
+                        const double attn = mla_prefill_attention_macs(sh, pos0, l), dec = mla_prefill_decompress_macs(sh, pos0, l);
+                        const std::string tag = (n >= 1024 ? std::to_string(n / 1024) + "k" : std::to_string(n)) + "_chunk" + std::to_string(l);
+                        BenchResult r = fp32_flops_figure(pool, m, "mla_prefill_" + tag, 2.0 * (attn + dec), reps, [&] {
+                          mla_prefill_attention(w, sh, qv.data(), cache.data(), pos0, l, 0.0721f, o.data(), sh.heads * sh.vdim);
+                        });
+                        r.limit_detail = "causal scores and values, plus decompressing the cached keys and values";
+                        // The absorbed form (what decode runs) over the same queries, for the
+                        // choice between the two (mla_prefill_prefers_decompressed).
+                        AlignedVector<float> qa(sh.heads * sh.width()), oa(sh.heads * sh.lora);
+                        fill_f32(qa, 54, 0.1f);
+                        const int64_t probe = std::min<int64_t>(l, 32);
+                        const Timed ta = time_it(pool, 1, false, [&] {
+                          for (int64_t i = pos0; i < pos0 + probe; ++i)
+                            mla_decode_attention(qa.data(), cache.data(), i + 1, sh.heads, sh.lora, sh.rope, 0.0721f, oa.data());
+                        });
+                        const double absorbed_s = ta.seconds.median / probe * l;
+                        char note[200];
+                        std::snprintf(note, sizeof note, "%.1f%% of its FLOPs decompress; the absorbed form would take %.2fx as long",
+                                      100.0 * dec / (attn + dec), absorbed_s / (2.0 * (attn + dec) / r.value / 1e9));
+                        r.note = note;
                         out.push_back(r);
                       }});
     }
