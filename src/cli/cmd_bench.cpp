@@ -69,11 +69,15 @@ void check_filter(const std::string& filter) {
        "; a part of a group's name or a figure name from a report)");
 }
 
-// The model figures prefill `prompt` tokens, then decode `decode` more after them in the same
-// sequence: both must fit the model's context, checked before minutes of measurements (else a
-// prefill that fills the context would run to its end and fail on the first decode step).
-void check_model_context(const std::string& dir, int prompt, int decode, bool quick) {
+// The model figures prefill each of `prompts`, then decode `decode` more tokens after the first in
+// the same sequence: all must fit the model's context, checked before minutes of measurements
+// (else a prefill that fills the context would run to its end and fail on the first decode step).
+void check_model_context(const std::string& dir, const std::vector<int>& prompts, int decode, bool quick) {
   const int64_t ctx = load_model_config(dir).text.max_position_embeddings;
+  for (int n : prompts)
+    if (n > ctx)
+      fail("--prompt-tokens ", n, " exceeds the context of ", dir, " (", ctx, " tokens)");
+  const int prompt = prompts.front();
   if (static_cast<int64_t>(prompt) + decode <= ctx) return;
   fail("--prompt-tokens ", prompt, quick ? " (at most 32 with --quick)" : "", " + --decode-tokens ", decode, " = ",
        static_cast<int64_t>(prompt) + decode, " tokens exceed the context of ", dir, " (", ctx,
@@ -86,7 +90,8 @@ void check_model_context(const std::string& dir, int prompt, int decode, bool qu
 void add_bench_command(CLI::App& app, Runner& run) {
   struct Args {
     std::string model, json, plot, filter, precision = "fp32";
-    int threads = 0, reps = 5, prompt = 128, decode = 8, batch = 4;
+    std::vector<int> prompt{128};
+    int threads = 0, reps = 5, decode = 8, batch = 4, chunk = 512;
     bool quick = false, no_model = false, no_kernels = false, pin = false;
   };
   auto a = std::make_shared<Args>();
@@ -102,7 +107,12 @@ void add_bench_command(CLI::App& app, Runner& run) {
   sub->add_option("--threads", a->threads, "Worker threads (default: one per CPU)");
   sub->add_flag("--pin", a->pin, "Pin threads to CPUs");
   sub->add_option("--reps", a->reps, "Repetitions per figure (median, min and max are reported)")->check(CLI::Range(1, 1000));
-  sub->add_option("--prompt-tokens", a->prompt, "Prefill prompt length (plus --decode-tokens: within the model's context)")
+  sub->add_option("--prompt-tokens", a->prompt,
+                  "Prefill prompt lengths, comma-separated, one figure each (e.g. 512,4096,16384,32768); decode "
+                  "continues the first, so it plus --decode-tokens must fit the model's context")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--prefill-chunk", a->chunk, "Prompt tokens per forward call of the prefill figures")
       ->check(CLI::Range(1, 1 << 20));
   sub->add_option("--decode-tokens", a->decode, "Decode steps per repetition, after the prompt")
       ->check(CLI::Range(1, 1 << 20));
@@ -132,7 +142,9 @@ void add_bench_command(CLI::App& app, Runner& run) {
       check_output_path("--plot", a->plot);
       // The model (created on first use) and its context are settled before anything is measured.
       std::string dir;
-      const int prompt_tokens = a->quick ? std::min(a->prompt, 32) : a->prompt;
+      std::vector<int> prompt_tokens = a->prompt;
+      if (a->quick)
+        for (int& n : prompt_tokens) n = std::min(n, 32);
       if (!a->no_model) {
         dir = !a->model.empty() ? a->model : a->quick ? resolve_model_dir("") : bench_model_dir();
         check_model_context(dir, prompt_tokens, a->decode, a->quick);
@@ -156,6 +168,7 @@ void add_bench_command(CLI::App& app, Runner& run) {
         ModelBenchOptions mo;
         mo.reps = a->reps;
         mo.prompt_tokens = prompt_tokens;
+        mo.prefill_chunk = a->chunk;
         mo.decode_tokens = a->decode;
         mo.batch = a->batch;
         report.model = run_model_bench(*model, a->precision != "fp32" ? dir + " [--precision " + a->precision + "]" : dir, report.machine, pool, mo);

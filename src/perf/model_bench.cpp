@@ -4,15 +4,20 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "base/error.h"
 #include "base/log.h"
 #include "base/thread_pool.h"
 #include "dist/row_split.h"
 #include "dist/world.h"
 #include "engine/sampler.h"
 #include "io/huge_pages.h"
+#include "kernels/mla_prefill.h"
 #include "model/k3_model.h"
 #include "model/weight_store.h"
 #include "perf/stopwatch.h"
@@ -20,9 +25,27 @@
 namespace k3 {
 
 uint64_t peak_rss_bytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::strtoull(line.c_str() + 6, nullptr, 10) * 1024;
   struct rusage ru {};
   getrusage(RUSAGE_SELF, &ru);
   return static_cast<uint64_t>(ru.ru_maxrss) * 1024;
+}
+
+bool reset_peak_rss() {
+  std::ofstream f("/proc/self/clear_refs");
+  if (!f) return false;
+  f << "5" << std::flush;
+  return static_cast<bool>(f);
+}
+
+void apply_prefill_roofline(PrefillFigure& f, double peak_gflops) {
+  const double flops = f.weight_flops_per_token + f.attention_flops_per_token;
+  f.roofline_tokens_per_s = flops > 0 ? peak_gflops * 1e9 / flops : 0.0;
+  // No fp32 peak probe on the plain reference path (K3_ISA=ref): no roofline, ratio 0 (not inf).
+  f.roofline_ratio = f.roofline_tokens_per_s > 0 ? f.tokens_per_s / f.roofline_tokens_per_s : 0.0;
 }
 
 namespace {
@@ -101,6 +124,28 @@ Active active_per_token(const Model& model) {
 
 double state_bytes(const SequenceState& s) { return static_cast<double>(s.bytes()); }
 
+// Attention FLOPs of a prompt of n tokens, per token (see PrefillFigure).
+double attention_flops_per_token(const TextConfig& c, int64_t n) {
+  const MlaPrefillShape mla{c.num_heads, c.qk_nope_head_dim, c.qk_rope_head_dim, c.v_head_dim, c.kv_lora_rank};
+  double flops = 0;
+  for (LayerKind kind : c.layer_kinds)
+    flops += kind == LayerKind::kMla ? 2.0 * mla_prefill_attention_macs(mla, 0, n) / static_cast<double>(n)
+                                     : 4.0 * c.kda.num_heads * c.kda.head_dim * c.kda.head_dim;
+  return flops;
+}
+
+// The prompt through the model in chunks (logits of the last token only); seconds taken.
+double prefill_seconds(const Model& model, SequenceState& s, const std::vector<int32_t>& prompt, int n, int chunk) {
+  const double t0 = now_seconds();
+  for (int i = 0; i < n; i += chunk) {
+    const int len = std::min(chunk, n - i);
+    std::vector<float> logits;
+    SequenceInput in{&s, std::span<const int32_t>(prompt.data() + i, static_cast<size_t>(len)), false};
+    model.forward(std::span<const SequenceInput>(&in, 1), &logits);
+  }
+  return now_seconds() - t0;
+}
+
 std::vector<int32_t> prompt_of(int n, int vocab) {
   std::vector<int32_t> p(n);
   for (int i = 0; i < n; ++i) p[i] = static_cast<int32_t>((i * 7919 + 13) % (vocab - 256));
@@ -114,45 +159,59 @@ ModelBenchResult run_model_bench(const Model& model, const std::string& label, c
   ModelBenchResult r;
   r.model = label;
   r.threads = pool.size();
-  r.prompt_tokens = opt.prompt_tokens;
+  K3_CHECK(!opt.prompt_tokens.empty() && opt.prefill_chunk > 0, "model bench: no prompt length or chunk");
+  r.prompt_tokens = opt.prompt_tokens.front();
   const int64_t vocab = model.text().vocab_size;
   const Active active = active_per_token(model);
   r.active_params_per_token = active.params;
-  const std::vector<int32_t> prompt = prompt_of(opt.prompt_tokens, static_cast<int>(vocab));
+  const int longest = *std::max_element(opt.prompt_tokens.begin(), opt.prompt_tokens.end());
+  const std::vector<int32_t> prompt = prompt_of(longest, static_cast<int>(vocab));
 
-  // Prefill: the whole prompt in one forward call, logits for the last token only.
-  std::vector<double> prefill;
+  // Prefill: each length into a fresh sequence, in chunks, after one warm-up of a chunk or less
+  // (page cache, allocations).  The decode figures continue the first length's prompt.
   SequenceState base = model.new_sequence();
   const double peak_before = measure_fp32_peak_once(pool);
-  for (int rep = 0; rep <= opt.reps; ++rep) {  // rep 0 warms up (page cache, allocations)
-    SequenceState s = model.new_sequence();
-    std::vector<float> logits;
-    SequenceInput in{&s, std::span<const int32_t>(prompt), false};
-    if (rep == 1) {
-      profile_reset();
-      profile_enable(true);
-    }
-    const double t0 = now_seconds();
-    model.forward(std::span<const SequenceInput>(&in, 1), &logits);
-    const double dt = now_seconds() - t0;
-    if (rep == 1) {
-      profile_enable(false);
-      r.prefill_profile = profile_snapshot();
-    }
-    if (rep > 0) prefill.push_back(opt.prompt_tokens / dt);
-    if (rep == opt.reps) base = std::move(s);
-    log_info("bench: prefill rep ", rep, ": ", opt.prompt_tokens / dt, " tokens/s");
+  {
+    SequenceState warm = model.new_sequence();
+    prefill_seconds(model, warm, prompt, std::min(r.prompt_tokens, opt.prefill_chunk), opt.prefill_chunk);
   }
-  const Summary ps = summarize(prefill);
-  r.prefill_tokens_per_s = ps.median;
-  r.prefill_min = ps.min;
-  r.prefill_max = ps.max;
+  const bool rss_resets = reset_peak_rss();
+  for (size_t li = 0; li < opt.prompt_tokens.size(); ++li) {
+    const int n = opt.prompt_tokens[li];
+    PrefillFigure f;
+    f.prompt_tokens = n;
+    f.chunk = std::min(n, opt.prefill_chunk);
+    f.weight_flops_per_token = 2.0 * active.params;
+    f.attention_flops_per_token = attention_flops_per_token(model.text(), n);
+    std::vector<double> rates;
+    for (int rep = 0; rep < opt.reps; ++rep) {
+      if (rss_resets) reset_peak_rss();
+      SequenceState s = model.new_sequence();
+      if (rep == 0) {
+        profile_reset();
+        profile_enable(true);
+      }
+      const double dt = prefill_seconds(model, s, prompt, n, opt.prefill_chunk);
+      if (rep == 0) {
+        profile_enable(false);
+        f.profile = profile_snapshot();
+      }
+      rates.push_back(n / dt);
+      f.peak_rss_bytes = std::max(f.peak_rss_bytes, peak_rss_bytes());
+      f.state_bytes = s.bytes();
+      log_info("bench: prefill of ", n, " tokens, rep ", rep, ": ", n / dt, " tokens/s");
+      if (li == 0 && rep + 1 == opt.reps) base = std::move(s);
+    }
+    const Summary ps = summarize(rates);
+    f.tokens_per_s = ps.median;
+    f.min = ps.min;
+    f.max = ps.max;
+    r.prefills.push_back(std::move(f));
+  }
   // The limit: the higher of the machine figure and probes around the prefill runs, so a slow
   // spell of the VM cannot inflate the ratio.
   r.prefill_peak_gflops = std::max({limits.fp32_gflops, peak_before, measure_fp32_peak_once(pool)});
-  r.prefill_roofline_tokens_per_s = r.prefill_peak_gflops * 1e9 / (2.0 * active.params);
-  // No fp32 peak probe on the plain reference path (K3_ISA=ref): no roofline, ratio 0 (not inf).
-  r.prefill_roofline_ratio = r.prefill_roofline_tokens_per_s > 0 ? r.prefill_tokens_per_s / r.prefill_roofline_tokens_per_s : 0.0;
+  for (PrefillFigure& f : r.prefills) apply_prefill_roofline(f, r.prefill_peak_gflops);
 
   // Decode: greedy steps continuing the prompt, each repetition from the same state.
   std::vector<double> decode;

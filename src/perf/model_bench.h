@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "base/profile.h"
 #include "perf/machine.h"
@@ -14,16 +15,34 @@ namespace k3 {
 class Model;
 
 struct ModelBenchOptions {
-  int prompt_tokens = 128;  // prefill length
+  std::vector<int> prompt_tokens{128};  // prefill lengths, one figure each; decode continues the first
+  int prefill_chunk = 512;              // prompt tokens per forward call (as `k3 generate` runs them)
   int decode_tokens = 8;    // decode steps per repetition
   int batch = 4;            // sequences stepped together for the batched-decode figure (1: none)
   int reps = 5;
 };
 
+// One prompt length: the prompt prefilled in chunks into a fresh sequence.
+struct PrefillFigure {
+  int prompt_tokens = 0;
+  int chunk = 0;
+  double tokens_per_s = 0, min = 0, max = 0;
+  // Arithmetic per prompt token, averaged over the prompt: 2 x the active parameters, plus the
+  // attention (MLA's causal scores and values in the decompressed form, 2 x 320 FLOP per query,
+  // key and head at K3's widths, and KDA's state updates, 4 x K x V per token and head).  The
+  // roofline is the fp32 FMA peak over that; what the chunks redo (MLA decompressing the cache
+  // once per chunk) is work the ratio charges to k3.
+  double weight_flops_per_token = 0, attention_flops_per_token = 0;
+  double roofline_tokens_per_s = 0, roofline_ratio = 0;
+  PhaseTimes profile;
+  uint64_t peak_rss_bytes = 0;  // the process's peak resident memory during this prefill
+  uint64_t state_bytes = 0;     // the sequence's KDA states and latent cache after it
+};
+
 struct ModelBenchResult {
   std::string model;
   int threads = 0;
-  int prompt_tokens = 0;
+  int prompt_tokens = 0;  // the prompt decode continues (the first length)
   double decode_tokens_per_s = 0, decode_min = 0, decode_max = 0;
   double decode_bytes_per_token = 0;      // weights + state read per decoded token
   double decode_roofline_tokens_per_s = 0;  // read_gbps / bytes per token
@@ -32,11 +51,9 @@ struct ModelBenchResult {
   // continuous batching does), tokens/s summed over the sequences.
   int batch = 0;
   double batch_decode_tokens_per_s = 0, batch_decode_min = 0, batch_decode_max = 0;
-  double prefill_tokens_per_s = 0, prefill_min = 0, prefill_max = 0;
+  std::vector<PrefillFigure> prefills;  // one per prompt length, in the order asked
   double active_params_per_token = 0;  // excluding the embedding table and lm_head
-  double prefill_peak_gflops = 0;             // fp32 peak used: max of machine figure and probes around
-  double prefill_roofline_tokens_per_s = 0;  // that peak / (2 x active params)
-  double prefill_roofline_ratio = 0;
+  double prefill_peak_gflops = 0;      // fp32 peak used: max of machine figure and probes around
   double read_gbps_during = 0;  // bandwidth probed around the decode runs
   // Streamed weights (model/weight_store.h): what decode read from the checkpoint's files per
   // token and how fast, against direct reads of the trunk's bytes (what a streamed decode reads)
@@ -56,7 +73,7 @@ struct ModelBenchResult {
   // the runs; io/huge_pages.h): on 4 KiB pages the same stream reads much slower.  -1 when
   // /proc/self/smaps cannot be read.
   double weights_huge_page_fraction = 0;
-  PhaseTimes decode_profile, prefill_profile;
+  PhaseTimes decode_profile;
   uint64_t peak_rss_bytes = 0;
   // Over several ranks (mpirun): the figures above are rank 0's (its share of the weights, its
   // memory); every rank runs every step, so they decode at the same rate.  Per decoded token,
@@ -68,6 +85,12 @@ struct ModelBenchResult {
 ModelBenchResult run_model_bench(const Model& model, const std::string& label, const MachineLimits& limits,
                                  ThreadPool& pool, const ModelBenchOptions& options);
 
+// The process's peak resident memory (VmHWM), and a reset of it (Linux: clear_refs "5");
+// false when the kernel does not allow the reset.
 uint64_t peak_rss_bytes();
+bool reset_peak_rss();
+
+// The prefill roofline of a figure from its FLOP counts and the fp32 peak.
+void apply_prefill_roofline(PrefillFigure& f, double peak_gflops);
 
 }  // namespace k3

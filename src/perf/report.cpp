@@ -61,22 +61,34 @@ std::string format_table(const BenchReport& r) {
   }
   if (r.model) {
     const ModelBenchResult& b = *r.model;
-    // The reference path (K3_ISA=ref) has no fp32 peak probe, so no compute roofline.
-    const std::string prefill_ratio =
-        b.prefill_peak_gflops > 0 ? fmt("%.1f%%", 100.0 * b.prefill_roofline_ratio) : std::string("n/a (no fp32 peak probe on this path)");
     const std::string huge_share =
         b.weights_huge_page_fraction >= 0 ? fmt("%.0f%%", 100.0 * b.weights_huge_page_fraction) : std::string("unknown");
     std::snprintf(line, sizeof line,
                   "\nmodel: %s (%d threads)\n"
-                  "  decode   %.2f tokens/s (min %.2f, max %.2f); roofline %.2f tokens/s at %.1f GB/s for %.2f GB/token -> %.1f%%\n"
-                  "  prefill  %.2f tokens/s (min %.2f, max %.2f) for %d-token prompts; roofline %.2f tokens/s (2 x %.2fB active params at %.0f GFLOP/s fp32 peak) -> %s\n"
+                  "  decode   %.2f tokens/s (min %.2f, max %.2f) after a %d-token prompt; roofline %.2f tokens/s at %.1f GB/s for %.2f GB/token -> %.1f%%\n",
+                  b.model.c_str(), b.threads, b.decode_tokens_per_s, b.decode_min, b.decode_max, b.prompt_tokens,
+                  b.decode_roofline_tokens_per_s, b.read_gbps_during, b.decode_bytes_per_token / 1e9,
+                  100.0 * b.decode_roofline_ratio);
+    out += line;
+    for (const PrefillFigure& f : b.prefills) {
+      // The reference path (K3_ISA=ref) has no fp32 peak probe, so no compute roofline.
+      const std::string ratio =
+          b.prefill_peak_gflops > 0 ? fmt("%.1f%%", 100.0 * f.roofline_ratio) : std::string("n/a (no fp32 peak probe on this path)");
+      std::snprintf(line, sizeof line,
+                    "  prefill  %d tokens in chunks of %d: %.2f tokens/s (min %.2f, max %.2f); roofline %.2f tokens/s "
+                    "(%.2f GFLOP/token: 2 x %.2fB active params + %.2f attention, at %.0f GFLOP/s fp32 peak) -> %s; "
+                    "peak RSS %.2f GiB (state %.2f GiB)\n",
+                    f.prompt_tokens, f.chunk, f.tokens_per_s, f.min, f.max, f.roofline_tokens_per_s,
+                    (f.weight_flops_per_token + f.attention_flops_per_token) / 1e9, b.active_params_per_token / 1e9,
+                    f.attention_flops_per_token / 1e9, b.prefill_peak_gflops, ratio.c_str(),
+                    static_cast<double>(f.peak_rss_bytes) / (1u << 30), static_cast<double>(f.state_bytes) / (1u << 30));
+      out += line;
+    }
+    std::snprintf(line, sizeof line,
                   "  peak RSS %.2f GiB; streaming read of one decoded token's weights %.1f GB/s (fastest of its probes)\n"
                   "  weights: --weights %s; %s of a decoded token's weight bytes in 2 MiB pages\n",
-                  b.model.c_str(), b.threads, b.decode_tokens_per_s, b.decode_min, b.decode_max, b.decode_roofline_tokens_per_s,
-                  b.read_gbps_during, b.decode_bytes_per_token / 1e9, 100.0 * b.decode_roofline_ratio, b.prefill_tokens_per_s,
-                  b.prefill_min, b.prefill_max, b.prompt_tokens, b.prefill_roofline_tokens_per_s, b.active_params_per_token / 1e9, b.prefill_peak_gflops,
-                  prefill_ratio.c_str(), static_cast<double>(b.peak_rss_bytes) / (1u << 30), b.weights_read_gbps,
-                  b.weights_residency.c_str(), huge_share.c_str());
+                  static_cast<double>(b.peak_rss_bytes) / (1u << 30), b.weights_read_gbps, b.weights_residency.c_str(),
+                  huge_share.c_str());
     out += line;
     if (b.ranks > 1) {
       std::snprintf(line, sizeof line,
@@ -107,7 +119,8 @@ std::string format_table(const BenchReport& r) {
       }
     }
     out += "  decode profile: " + profile_line(b.decode_profile) + "\n";
-    out += "  prefill profile:" + profile_line(b.prefill_profile) + "\n";
+    for (const PrefillFigure& f : b.prefills)
+      out += "  prefill profile, " + std::to_string(f.prompt_tokens) + " tokens:" + profile_line(f.profile) + "\n";
   }
   return out;
 }
@@ -145,9 +158,7 @@ void apply_best_limits(BenchReport& r) {
     if (b.decode_bytes_per_token > 0) b.decode_roofline_tokens_per_s = bw * 1e9 / b.decode_bytes_per_token;
     if (b.decode_roofline_tokens_per_s > 0) b.decode_roofline_ratio = b.decode_tokens_per_s / b.decode_roofline_tokens_per_s;
     b.prefill_peak_gflops = fp;
-    if (b.active_params_per_token > 0) b.prefill_roofline_tokens_per_s = fp * 1e9 / (2.0 * b.active_params_per_token);
-    if (b.prefill_roofline_tokens_per_s > 0)
-      b.prefill_roofline_ratio = b.prefill_tokens_per_s / b.prefill_roofline_tokens_per_s;
+    for (PrefillFigure& f : b.prefills) apply_prefill_roofline(f, fp);
   }
 }
 
@@ -176,6 +187,20 @@ nlohmann::json to_json(const BenchReport& r) {
   }
   if (r.model) {
     const ModelBenchResult& b = *r.model;
+    nlohmann::json prefills = nlohmann::json::array();
+    for (const PrefillFigure& f : b.prefills)
+      prefills.push_back({{"prompt_tokens", f.prompt_tokens},
+                          {"chunk", f.chunk},
+                          {"tokens_per_s", f.tokens_per_s},
+                          {"tokens_per_s_min", f.min},
+                          {"tokens_per_s_max", f.max},
+                          {"weight_flops_per_token", f.weight_flops_per_token},
+                          {"attention_flops_per_token", f.attention_flops_per_token},
+                          {"roofline_tokens_per_s", f.roofline_tokens_per_s},
+                          {"roofline_ratio", f.roofline_ratio},
+                          {"peak_rss_bytes", f.peak_rss_bytes},
+                          {"state_bytes", f.state_bytes},
+                          {"profile", profile_json(f.profile)}});
     j["model"] = {{"checkpoint", b.model},
                   {"threads", b.threads},
                   {"decode_tokens_per_s", b.decode_tokens_per_s},
@@ -189,14 +214,9 @@ nlohmann::json to_json(const BenchReport& r) {
                   {"weights_residency", b.weights_residency},
                   {"weights_huge_page_fraction",
                    b.weights_huge_page_fraction >= 0 ? nlohmann::json(b.weights_huge_page_fraction) : nlohmann::json(nullptr)},
-                  {"prefill_tokens_per_s", b.prefill_tokens_per_s},
-                  {"prefill_tokens_per_s_min", b.prefill_min},
-                  {"prefill_tokens_per_s_max", b.prefill_max},
-                  {"prefill_prompt_tokens", b.prompt_tokens},
+                  {"decode_prompt_tokens", b.prompt_tokens},
                   {"active_params_per_token", b.active_params_per_token},
-                  {"prefill_roofline_tokens_per_s", b.prefill_roofline_tokens_per_s},
                   {"prefill_peak_gflops", b.prefill_peak_gflops},
-                  {"prefill_roofline_ratio", b.prefill_roofline_ratio},
                   {"peak_rss_bytes", b.peak_rss_bytes},
                   {"ranks", b.ranks},
                   {"sent_per_token", b.sent_per_token},
@@ -211,7 +231,14 @@ nlohmann::json to_json(const BenchReport& r) {
                   {"stream_wait_fraction", b.stream_wait_fraction},
                   {"stream_guesses_per_token", b.stream_guesses_per_token},
                   {"stream_guess_accuracy", b.stream_guess_accuracy},
-                  {"prefill_profile", profile_json(b.prefill_profile)}};
+                  {"prefill", prefills}};
+    // The first length's figures also at the top level, under the names they always had.
+    if (!b.prefills.empty()) {
+      const PrefillFigure& f = b.prefills.front();
+      j["model"]["prefill_tokens_per_s"] = f.tokens_per_s;
+      j["model"]["prefill_roofline_ratio"] = f.roofline_ratio;
+      j["model"]["prefill_prompt_tokens"] = f.prompt_tokens;
+    }
     if (b.batch > 1) {  // --batch 1: no batched figure
       j["model"]["batch_decode_sequences"] = b.batch;
       j["model"]["batch_decode_tokens_per_s"] = b.batch_decode_tokens_per_s;
@@ -227,7 +254,8 @@ std::string render_svg(const BenchReport& r) {
   for (const BenchResult& k : r.kernels) bars.emplace_back(k.name, k.ratio_to_limit);
   if (r.model) {
     bars.emplace_back("model decode (roofline)", r.model->decode_roofline_ratio);
-    bars.emplace_back("model prefill (compute roofline)", r.model->prefill_roofline_ratio);
+    for (const PrefillFigure& f : r.model->prefills)
+      bars.emplace_back("model prefill " + std::to_string(f.prompt_tokens) + " (compute roofline)", f.roofline_ratio);
   }
   const int row = 26, left = 280, width = 420, top = 40;
   const int height = top + row * static_cast<int>(bars.size()) + 40;

@@ -521,6 +521,39 @@ TEST(Cli, BenchChecksTheContextBeforeMeasuring) {
       << full.err;
 }
 
+// `bench --prompt-tokens` takes a list: one prefill figure per length (text line and JSON entry),
+// each with its own roofline and peak memory; a later length past the context is refused up front.
+TEST(Cli, BenchPrefillsEachPromptLength) {
+  TempDir dir;
+  const std::string json = dir.path() + "/bench.json";
+  const auto r = run_k3("bench --quick --reps 1 --no-kernels --batch 1 --prefill-chunk 7 --prompt-tokens 9,20 --json " + json);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("prefill  9 tokens in chunks of 7:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("prefill  20 tokens in chunks of 7:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("prefill profile, 20 tokens:"), std::string::npos) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(testing::read_file(json));
+  const nlohmann::json& p = j["model"]["prefill"];
+  ASSERT_EQ(p.size(), 2u) << p.dump();
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(p[i]["prompt_tokens"].get<int>(), i == 0 ? 9 : 20);
+    EXPECT_EQ(p[i]["chunk"].get<int>(), 7);
+    EXPECT_GT(p[i]["tokens_per_s"].get<double>(), 0);
+    EXPECT_GT(p[i]["roofline_ratio"].get<double>(), 0);
+    EXPECT_GT(p[i]["attention_flops_per_token"].get<double>(), 0);
+    EXPECT_GT(p[i]["peak_rss_bytes"].get<double>(), p[i]["state_bytes"].get<double>());
+  }
+  // A longer prompt attends more keys per token.
+  EXPECT_GT(p[1]["attention_flops_per_token"].get<double>(), p[0]["attention_flops_per_token"].get<double>());
+  EXPECT_EQ(j["model"]["prefill_prompt_tokens"].get<int>(), 9);
+
+  const auto over = run_k3("bench --no-kernels --reps 1 --model " + fixture() + " --prompt-tokens 16,5000");
+  EXPECT_EQ(over.exit_code, 1);
+  EXPECT_NE(over.err.find("--prompt-tokens 5000 exceeds the context of " + fixture() + " (4096 tokens)"),
+            std::string::npos)
+      << over.err;
+  EXPECT_EQ(over.out, "");
+}
+
 // `serve` with a model that cannot load fails before it listens; a model that loads is
 // announced once on stderr when ready.
 TEST(Cli, ServeChecksTheModelFirstAndSaysWhenReady) {
