@@ -91,7 +91,7 @@ void add_bench_command(CLI::App& app, Runner& run) {
   struct Args {
     std::string model, json, plot, filter, precision = "fp32";
     std::vector<int> prompt{128};
-    int threads = 0, reps = 5, decode = 8, batch = 4, chunk = 512;
+    int threads = 0, reps = 5, decode = 8, batch = 4, chunk = 256;
     bool quick = false, no_model = false, no_kernels = false, pin = false;
   };
   auto a = std::make_shared<Args>();

@@ -61,7 +61,7 @@ void add_generate_command(CLI::App& app, Runner& run) {
     float temperature = 0.0f, top_p = 1.0f;
     int top_k = 0;
     uint64_t seed = 0;
-    int64_t ctx = 0, chunk = 512;
+    int64_t ctx = 0, chunk = 256;
     bool ignore_eos = false, print_ids = false;
   };
   auto a = std::make_shared<Args>();

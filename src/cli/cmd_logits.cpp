@@ -12,7 +12,7 @@ void add_logits_command(CLI::App& app, Runner& run) {
   struct Args {
     std::string precision = "fp32";
     std::string model, prompt_ids, out;
-    int64_t chunk = 512;
+    int64_t chunk = 256;
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("logits", "Write the prefill logits of a prompt to a safetensors file");

@@ -17,7 +17,7 @@ struct GenerateOptions {
   int max_tokens = 16;
   SamplingParams sampling;
   std::vector<int32_t> stop_tokens;  // generation ends after emitting one of these
-  int64_t prefill_chunk = 512;       // prompt tokens per forward call
+  int64_t prefill_chunk = 256;       // prompt tokens per forward call (as the server)
   // Overrides of prompt embeddings (index = position in the prompt, ascending); the values must
   // outlive the call.
   std::span<const EmbeddingOverride> prompt_embeddings = {};
@@ -32,6 +32,6 @@ std::vector<int32_t> generate(const Model& model, SequenceState& state, const st
 
 // Logits of every prompt position from a prefill in chunks: [prompt.size(), vocab].
 std::vector<float> prefill_logits(const Model& model, SequenceState& state, const std::vector<int32_t>& prompt,
-                                  int64_t chunk = 512, std::span<const EmbeddingOverride> embeddings = {});
+                                  int64_t chunk = 256, std::span<const EmbeddingOverride> embeddings = {});
 
 }  // namespace k3

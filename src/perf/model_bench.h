@@ -16,7 +16,7 @@ class Model;
 
 struct ModelBenchOptions {
   std::vector<int> prompt_tokens{128};  // prefill lengths, one figure each; decode continues the first
-  int prefill_chunk = 512;              // prompt tokens per forward call (as `k3 generate` runs them)
+  int prefill_chunk = 256;              // prompt tokens per forward call (as `k3 generate` runs them)
   int decode_tokens = 8;    // decode steps per repetition
   int batch = 4;            // sequences stepped together for the batched-decode figure (1: none)
   int reps = 5;

@@ -46,7 +46,9 @@ void Histogram::render(std::string& out, const std::string& name, const std::str
 }
 
 ServerMetrics::ServerMetrics()
-    : ttft({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0}),
+    // Up to an hour: a CPU prefills a long prompt at tens of tokens per second (32k tokens: minutes).
+    : ttft({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 60.0,
+            120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0}),
       per_token({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5}) {}
 
 void ServerMetrics::count_finish(const std::string& reason) {

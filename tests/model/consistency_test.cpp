@@ -7,7 +7,9 @@
 
 #include "base/error.h"
 #include "base/rng.h"
+#include "base/thread_pool.h"
 #include "engine/generator.h"
+#include "kernels/kda.h"
 #include "kernels/linear.h"
 #include "model/k3_model.h"
 #include "support/test_support.h"
@@ -177,6 +179,35 @@ TEST_P(ConsistencyTest, ChunkedPrefillInGeneratorMatchesOneShot) {
   const std::vector<float> one = prefill_logits(*model_, a, toks, 50);
   const std::vector<float> chunks = prefill_logits(*model_, b, toks, 7);
   EXPECT_LE(max_rel(chunks.data(), one.data(), one.size()), 2e-5);
+}
+
+// A long prompt prefilled in chunks gives the bits of one call, as long as every chunk runs the
+// same MLA form and starts on a KDA chunk boundary (a multiple of kKdaChunk): the blocked MLA kernel's
+// key blocks sit at absolute positions, the KDA state carries across calls exactly, and every
+// other product is per token.  The thread count changes nothing either.  (Under kAuto a short
+// segment may take the absorbed form instead: the same math in another order, see
+// AbsorbedMlaEqualsDecompressed.)
+TEST_P(ConsistencyTest, ChunkedPrefillIsBitIdenticalToOneCall) {
+  const std::vector<int32_t> toks = random_tokens(300, static_cast<int>(vocab_), 11);
+  for (MlaMode mode : {MlaMode::kDecompressed, MlaMode::kAbsorbed}) {
+    model_->options().mla.mode = mode;
+    SequenceState one = model_->new_sequence();
+    const std::vector<float> want = prefill_logits(*model_, one, toks, 300);
+    for (int64_t chunk : {kKdaChunk, 3 * kKdaChunk, 4 * kKdaChunk, 9 * kKdaChunk}) {
+      SequenceState s = model_->new_sequence();
+      const std::vector<float> got = prefill_logits(*model_, s, toks, chunk);
+      EXPECT_TRUE(got == want) << "chunk " << chunk << " mode " << static_cast<int>(mode) << " max rel "
+                               << max_rel(got.data(), want.data(), want.size());
+    }
+    for (int threads : {1, 3}) {
+      set_num_threads(threads);
+      SequenceState s = model_->new_sequence();
+      const std::vector<float> got = prefill_logits(*model_, s, toks, 128);
+      set_num_threads(0);
+      EXPECT_TRUE(got == want) << threads << " threads, mode " << static_cast<int>(mode);
+    }
+  }
+  model_->options().mla.mode = MlaMode::kAuto;
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, ConsistencyTest, ::testing::Values("fixture", "synth_tiny"));
