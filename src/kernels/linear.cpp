@@ -306,9 +306,8 @@ void exchange_rows(std::span<const LinearJob> jobs, const std::vector<uint8_t>& 
   }
 }
 
-}  // namespace
-
-void linear_batch(std::span<const LinearJob> jobs) {
+// One pass of linear_batch over at most kTokenBlock tokens per job.
+void linear_batch_block(std::span<const LinearJob> jobs) {
   const Isa isa = active_isa();
   ThreadPool& pool = global_pool();
   // The thread's kept scratch, or fresh scratch for a call made from inside another one.
@@ -396,6 +395,30 @@ void linear_batch(std::span<const LinearJob> jobs) {
   else
     pool.run(static_cast<int64_t>(pieces.size()), run);
   if (any_split) exchange_rows(jobs, split, rank, ranks, scratch);
+}
+
+}  // namespace
+
+void linear_batch(std::span<const LinearJob> jobs) {
+  int64_t most = 0;
+  for (const LinearJob& j : jobs) most = std::max(most, j.n);
+  if (most <= kTokenBlock) {
+    linear_batch_block(jobs);
+    return;
+  }
+  // Token blocks one after another: a block's prepared activations stay in cache while every
+  // row of the weights passes over them (a whole long prompt's would not), and each token's
+  // result is the same in any block.
+  std::vector<LinearJob> part(jobs.size());
+  for (int64_t t0 = 0; t0 < most; t0 += kTokenBlock) {
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      const LinearJob& job = jobs[j];
+      const int64_t n = std::clamp<int64_t>(job.n - t0, 0, kTokenBlock);
+      part[j] = {job.w, n > 0 ? job.x + t0 * job.w->cols : job.x, n, n > 0 ? job.y + t0 * job.w->rows : job.y,
+                 job.precision};
+    }
+    linear_batch_block(part);
+  }
 }
 
 void linear(const Matrix& w, const float* x, int64_t n, float* y, Precision precision) {

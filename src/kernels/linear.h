@@ -40,6 +40,9 @@ void linear(const Matrix& w, const float* x, int64_t n, float* y, Precision prec
 void linear_pair(const Matrix& a, const Matrix& b, const float* x, int64_t n, float* ya, float* yb,
                  Precision precision = Precision::kF32);
 // One product of a linear_batch: y ([n, w->rows]) = W x (x: [n, w->cols]).
+// linear_batch runs jobs of more tokens than this as successive blocks of at most this many.
+inline constexpr int64_t kTokenBlock = 256;
+
 struct LinearJob {
   const Matrix* w = nullptr;
   const float* x = nullptr;

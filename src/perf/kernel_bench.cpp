@@ -464,7 +464,7 @@ std::vector<BenchResult> run_kernel_benches(ThreadPool& pool, const MachineLimit
     // Prefill: a chunk of `len` new tokens at the end of a `ctx`-token cache (what a chunked
     // prefill of a long prompt runs per MLA layer).  FLOPs: the causal score and value products
     // plus the decompression of the cached keys and values.
-    for (auto [ctx, len] : {std::pair<int64_t, int64_t>{4096, 512}, {16384, 512}}) {
+    for (auto [ctx, len] : {std::pair<int64_t, int64_t>{16384, 256}, {32768, 256}}) {
       jobs.push_back({"mla_prefill", [&, ctx, len] {
                         const MlaPrefillShape sh{q ? 8 : 96, q ? 32 : 128, q ? 16 : 64, q ? 32 : 128, q ? 64 : 512};
                         const int64_t n = q ? ctx / 16 : ctx, l = q ? len / 8 : len, pos0 = n - l;

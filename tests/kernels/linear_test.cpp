@@ -101,6 +101,7 @@ TEST_P(LinearTest, BatchInvariant) {
                          {1100, 160, 13},  // > 128 rows per pool task: several GEMM row blocks per task
                          {31, 544, 151},   // many token tiles; odd rows for the row tiles
                          {23, 200, 197},   // > 192 tokens: two GEMM token blocks; 23 = 3 x 6 + 5 rows
+                         {19, 96, 2 * kTokenBlock + 37},  // linear_batch's token blocks, a partial last one
                          {5, 4224, 9}}) {  // > 4096 columns: the MXFP4 kernels' column blocks
     if (fmt == WeightFormat::kMxfp4 && C % 32 != 0) continue;
     SCOPED_TRACE(::testing::Message() << R << "x" << C << " n=" << n);
