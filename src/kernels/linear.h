@@ -39,10 +39,11 @@ void linear(const Matrix& w, const float* x, int64_t n, float* y, Precision prec
 // when A and B have the same format and width).
 void linear_pair(const Matrix& a, const Matrix& b, const float* x, int64_t n, float* ya, float* yb,
                  Precision precision = Precision::kF32);
-// One product of a linear_batch: y ([n, w->rows]) = W x (x: [n, w->cols]).
-// linear_batch runs jobs of more tokens than this as successive blocks of at most this many.
+// linear_batch runs jobs of more tokens than this as successive blocks of at most this many
+// tokens each (a block's activations stay in cache while the weights pass over them).
 inline constexpr int64_t kTokenBlock = 256;
 
+// One product of a linear_batch: y ([n, w->rows]) = W x (x: [n, w->cols]).
 struct LinearJob {
   const Matrix* w = nullptr;
   const float* x = nullptr;
@@ -50,16 +51,17 @@ struct LinearJob {
   float* y = nullptr;
   Precision precision = Precision::kF32;
 };
-// Every job's product, each exactly as it is computed alone, in one pass over the pool (linear()
-// and linear_pair() are batches of one and two): the rows of all jobs are cut into pieces of
-// about equal work (rows x tokens x columns) that the threads claim, so many small products (a
-// decode step's routed experts) cost one dispatch and no thread idles at the end of each.  Jobs
-// reading the same x (same pointer, n, width, format and precision) prepare it once.  Jobs may not write each other's x.
-// In a multi-process run (dist/world.h) the jobs whose matrix is row_split compute only this
-// rank's rows (dist/row_split.h) and the ranks then exchange their rows in one collective, so
-// every rank ends with the whole of every y, bit-identical to one process computing it alone.
-// Such calls are collective: every rank makes them in the same order, from the thread running
-// the forward step (calls from inside pool tasks compute every row).
+// Every job's product, each exactly as it is computed alone, in one pass over the pool per token
+// block (linear() and linear_pair() are batches of one and two): the rows of all jobs are cut
+// into pieces of about equal work (rows x tokens x columns) that the threads claim, so many small
+// products (a decode step's routed experts) cost one dispatch and no thread idles at the end of
+// each.  Jobs reading the same x (same pointer, n, width, format and precision) prepare it once.
+// Jobs may not write each other's x.  In a multi-process run (dist/world.h) the jobs whose matrix
+// is row_split compute only this rank's rows (dist/row_split.h) and the ranks then exchange their
+// rows in one collective per token block, so every rank ends with the whole of every y,
+// bit-identical to one process computing it alone.  Such calls are collective: every rank makes
+// them in the same order, from the thread running the forward step (calls from inside pool tasks
+// compute every row).
 void linear_batch(std::span<const LinearJob> jobs);
 // Only rows [r0, r1) of y are written (for partitioning across threads).
 void linear_rows(const Matrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1,

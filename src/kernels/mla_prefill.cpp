@@ -34,7 +34,7 @@ double mla_prefill_decompress_macs(const MlaPrefillShape& s, int64_t pos0, int64
 
 double mla_absorbed_attention_macs(const MlaPrefillShape& s, int64_t pos0, int64_t len) {
   const double pairs = static_cast<double>(len) * pos0 + static_cast<double>(len) * (len + 1) / 2.0;
-  return pairs * s.heads * (s.lora + s.width());
+  return pairs * s.heads * (s.lora + s.width()) + static_cast<double>(len) * s.heads * (s.nope + s.vdim) * s.lora;
 }
 
 bool mla_prefill_prefers_decompressed(const MlaPrefillShape& s, int64_t pos0, int64_t len) {

@@ -1,7 +1,7 @@
 // Causal MLA attention for a prefill segment, blocked FlashAttention-style over the decompressed
-// keys and values (the form whose arithmetic wins once a segment has more than ~170 tokens:
-// per query, key and head it costs qk + vdim = 320 multiply-adds against the absorbed form's
-// lora + width = 1088; decompressing a key costs heads x (nope + vdim) x lora once per segment).
+// keys and values (per query, key and head it costs qk + vdim = 320 multiply-adds against the
+// absorbed form's lora + width = 1088; decompressing a key costs heads x (nope + vdim) x lora once
+// per segment, which the absorbed form spends on projecting each query instead).
 //
 //   q:     [len][heads][nope + rope]       the segment's queries (unscaled)
 //   cache: [pos0 + len][lora + rope]       the latent cache, the segment's own rows included;
@@ -40,13 +40,14 @@ void mla_prefill_attention(const Matrix& kv_b, const MlaPrefillShape& s, const f
 // decompression, for the roofline.
 double mla_prefill_attention_macs(const MlaPrefillShape& s, int64_t pos0, int64_t len);
 double mla_prefill_decompress_macs(const MlaPrefillShape& s, int64_t pos0, int64_t len);
-// The same segment in the absorbed form (mla_attention.h): lora + width per query, key and head.
+// The same segment in the absorbed form (mla_attention.h): lora + width per query, key and head,
+// plus each query's projections through W_UK and W_UV (heads x (nope + vdim) x lora).
 double mla_absorbed_attention_macs(const MlaPrefillShape& s, int64_t pos0, int64_t len);
 
 // Whether this kernel beats the absorbed form for a segment: its work (attention plus
 // decompression) against the absorbed form's, weighed by their measured speeds (`k3 bench
 // --filter mla`: both run at 55-65% of the fp32 FMA peak, the blocked one a little slower).  For
-// K3's shapes that is from ~200 new tokens deep in a long cache, ~390 for a fresh prompt.
+// K3's shapes that is from ~200 new tokens deep in a long cache, ~40 for a fresh prompt.
 bool mla_prefill_prefers_decompressed(const MlaPrefillShape& s, int64_t pos0, int64_t len);
 
 namespace mla_prefill_detail {

@@ -21,8 +21,8 @@ namespace {
 struct Ops {
   static constexpr int L = Vec::kLanes;
   // Register tile: R rows by NV vectors of accumulators, NV loads of B per R * NV multiply-adds
-  // (the B panel streams from L2 while A's rows stay in L1).  6 x 4 uses 28 of AVX-512's 32
-  // registers, 6 x 2 15 of AVX2's 16.
+  // (the B panel streams from L2 while A's rows stay in L1).  6 x 4 takes 24 + 4 + 1 of
+  // AVX-512's 32 registers, 6 x 2 takes 12 + 2 + 1 of AVX2's 16.
   static constexpr int R = 6, NV = L == 16 ? 4 : 2;
 
   template <int RR, int VV>

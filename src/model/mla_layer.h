@@ -5,7 +5,8 @@
 //   decompressed: per head, blocks of cached rows are decompressed through kv_b into K and V and
 //             every query of the segment attends them with an online softmax (mla_prefill.h) --
 //             cheaper for long prefill segments (320 instead of 1088 multiply-adds per query,
-//             key and head, plus a decompression shared by the whole segment).
+//             key and head, plus a decompression shared by the whole segment).  It runs in fp32
+//             whatever the precision option (which applies to the projections).
 // Both are the same math; the scale is (qk_nope + qk_rope)^-1/2; nothing is rotated.  The
 // output is multiplied by sigmoid(g_proj x) before o_proj.
 #pragma once

@@ -495,7 +495,7 @@ std::vector<BenchResult> run_kernel_benches(ThreadPool& pool, const MachineLimit
                         });
                         const double absorbed_s = ta.seconds.median / probe * l;
                         char note[200];
-                        std::snprintf(note, sizeof note, "%.1f%% of its FLOPs decompress; the absorbed form would take %.2fx as long",
+                        std::snprintf(note, sizeof note, "%.1f%% of its FLOPs decompress; the absorbed form's attention alone would take %.2fx as long",
                                       100.0 * dec / (attn + dec), absorbed_s / (2.0 * (attn + dec) / r.value / 1e9));
                         r.note = note;
                         out.push_back(r);

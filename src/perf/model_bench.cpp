@@ -159,7 +159,8 @@ ModelBenchResult run_model_bench(const Model& model, const std::string& label, c
   ModelBenchResult r;
   r.model = label;
   r.threads = pool.size();
-  K3_CHECK(!opt.prompt_tokens.empty() && opt.prefill_chunk > 0, "model bench: no prompt length or chunk");
+  K3_CHECK(!opt.prompt_tokens.empty() && opt.prefill_chunk > 0 && opt.reps >= 1,
+           "model bench: needs a prompt length, a chunk and a repetition");
   r.prompt_tokens = opt.prompt_tokens.front();
   const int64_t vocab = model.text().vocab_size;
   const Active active = active_per_token(model);
@@ -175,7 +176,9 @@ ModelBenchResult run_model_bench(const Model& model, const std::string& label, c
     SequenceState warm = model.new_sequence();
     prefill_seconds(model, warm, prompt, std::min(r.prompt_tokens, opt.prefill_chunk), opt.prefill_chunk);
   }
+  uint64_t peak_rss = peak_rss_bytes();  // before the resets below
   const bool rss_resets = reset_peak_rss();
+  r.prefill_rss_per_length = rss_resets;
   for (size_t li = 0; li < opt.prompt_tokens.size(); ++li) {
     const int n = opt.prompt_tokens[li];
     PrefillFigure f;
@@ -198,6 +201,7 @@ ModelBenchResult run_model_bench(const Model& model, const std::string& label, c
       }
       rates.push_back(n / dt);
       f.peak_rss_bytes = std::max(f.peak_rss_bytes, peak_rss_bytes());
+      peak_rss = std::max(peak_rss, f.peak_rss_bytes);
       f.state_bytes = s.bytes();
       log_info("bench: prefill of ", n, " tokens, rep ", rep, ": ", n / dt, " tokens/s");
       if (li == 0 && rep + 1 == opt.reps) base = std::move(s);
@@ -332,7 +336,7 @@ ModelBenchResult run_model_bench(const Model& model, const std::string& label, c
   }
   r.decode_roofline_tokens_per_s = r.read_gbps_during * 1e9 / r.decode_bytes_per_token;
   r.decode_roofline_ratio = r.decode_roofline_tokens_per_s > 0 ? r.decode_tokens_per_s / r.decode_roofline_tokens_per_s : 0.0;
-  r.peak_rss_bytes = peak_rss_bytes();
+  r.peak_rss_bytes = std::max(peak_rss, peak_rss_bytes());
   return r;
 }
 

@@ -35,7 +35,7 @@ struct PrefillFigure {
   double weight_flops_per_token = 0, attention_flops_per_token = 0;
   double roofline_tokens_per_s = 0, roofline_ratio = 0;
   PhaseTimes profile;
-  uint64_t peak_rss_bytes = 0;  // the process's peak resident memory during this prefill
+  uint64_t peak_rss_bytes = 0;  // peak resident memory during this prefill (see prefill_rss_per_length)
   uint64_t state_bytes = 0;     // the sequence's KDA states and latent cache after it
 };
 
@@ -52,6 +52,9 @@ struct ModelBenchResult {
   int batch = 0;
   double batch_decode_tokens_per_s = 0, batch_decode_min = 0, batch_decode_max = 0;
   std::vector<PrefillFigure> prefills;  // one per prompt length, in the order asked
+  // Whether each figure's peak_rss_bytes is its own (the kernel let the high-water mark be
+  // reset), or the process's peak so far.
+  bool prefill_rss_per_length = false;
   double active_params_per_token = 0;  // excluding the embedding table and lm_head
   double prefill_peak_gflops = 0;      // fp32 peak used: max of machine figure and probes around
   double read_gbps_during = 0;  // bandwidth probed around the decode runs

@@ -77,11 +77,13 @@ std::string format_table(const BenchReport& r) {
       std::snprintf(line, sizeof line,
                     "  prefill  %d tokens in chunks of %d: %.2f tokens/s (min %.2f, max %.2f); roofline %.2f tokens/s "
                     "(%.2f GFLOP/token: 2 x %.2fB active params + %.2f attention, at %.0f GFLOP/s fp32 peak) -> %s; "
-                    "peak RSS %.2f GiB (state %.2f GiB)\n",
+                    "peak RSS %.2f GiB%s (state %.2f GiB)\n",
                     f.prompt_tokens, f.chunk, f.tokens_per_s, f.min, f.max, f.roofline_tokens_per_s,
                     (f.weight_flops_per_token + f.attention_flops_per_token) / 1e9, b.active_params_per_token / 1e9,
                     f.attention_flops_per_token / 1e9, b.prefill_peak_gflops, ratio.c_str(),
-                    static_cast<double>(f.peak_rss_bytes) / (1u << 30), static_cast<double>(f.state_bytes) / (1u << 30));
+                    static_cast<double>(f.peak_rss_bytes) / (1u << 30),
+                    b.prefill_rss_per_length ? "" : " (the process's so far: no VmHWM reset here)",
+                    static_cast<double>(f.state_bytes) / (1u << 30));
       out += line;
     }
     std::snprintf(line, sizeof line,
@@ -199,6 +201,7 @@ nlohmann::json to_json(const BenchReport& r) {
                           {"roofline_tokens_per_s", f.roofline_tokens_per_s},
                           {"roofline_ratio", f.roofline_ratio},
                           {"peak_rss_bytes", f.peak_rss_bytes},
+                          {"peak_rss_is_own", b.prefill_rss_per_length},
                           {"state_bytes", f.state_bytes},
                           {"profile", profile_json(f.profile)}});
     j["model"] = {{"checkpoint", b.model},
@@ -236,8 +239,12 @@ nlohmann::json to_json(const BenchReport& r) {
     if (!b.prefills.empty()) {
       const PrefillFigure& f = b.prefills.front();
       j["model"]["prefill_tokens_per_s"] = f.tokens_per_s;
+      j["model"]["prefill_tokens_per_s_min"] = f.min;
+      j["model"]["prefill_tokens_per_s_max"] = f.max;
+      j["model"]["prefill_roofline_tokens_per_s"] = f.roofline_tokens_per_s;
       j["model"]["prefill_roofline_ratio"] = f.roofline_ratio;
       j["model"]["prefill_prompt_tokens"] = f.prompt_tokens;
+      j["model"]["prefill_profile"] = profile_json(f.profile);
     }
     if (b.batch > 1) {  // --batch 1: no batched figure
       j["model"]["batch_decode_sequences"] = b.batch;

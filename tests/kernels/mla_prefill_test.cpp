@@ -167,16 +167,19 @@ TEST(MlaPrefillAttention, CountsTheCausalTriangle) {
 }
 
 }  // namespace
-// The form choice: decode steps stay absorbed; long segments, and long caches, go decompressed.
+// The form choice: decode steps and short segments deep in a cache stay absorbed; longer
+// segments go decompressed.
 TEST(MlaPrefillAttention, ChoosesTheFormWithLessWork) {
   const MlaPrefillShape k3{96, 128, 64, 128, 512};
   EXPECT_FALSE(mla_prefill_prefers_decompressed(k3, 0, 1));
   EXPECT_FALSE(mla_prefill_prefers_decompressed(k3, 100000, 1));
-  EXPECT_FALSE(mla_prefill_prefers_decompressed(k3, 0, 128));
-  EXPECT_TRUE(mla_prefill_prefers_decompressed(k3, 0, 512));
+  EXPECT_FALSE(mla_prefill_prefers_decompressed(k3, 0, 16));
+  EXPECT_TRUE(mla_prefill_prefers_decompressed(k3, 0, 64));
+  EXPECT_TRUE(mla_prefill_prefers_decompressed(k3, 256, 256));
   EXPECT_FALSE(mla_prefill_prefers_decompressed(k3, 16384, 128));
   EXPECT_TRUE(mla_prefill_prefers_decompressed(k3, 16384, 256));
-  EXPECT_DOUBLE_EQ(mla_absorbed_attention_macs(k3, 2, 3), (3.0 * 2 + 6.0) * 96 * (512 + 576));
+  // 3 queries at positions 2..4 see 12 keys; each query is also projected through W_UK and W_UV.
+  EXPECT_DOUBLE_EQ(mla_absorbed_attention_macs(k3, 2, 3), 12.0 * 96 * (512 + 576) + 3.0 * 96 * 256 * 512);
 }
 
 }  // namespace k3

@@ -63,7 +63,7 @@ class ConsistencyTest : public ::testing::TestWithParam<std::string> {
 testing::TempDir* ConsistencyTest::synth_dir_ = nullptr;
 
 // prefill(T) == prefill(T-k) + k single-token decode steps, on both sides of the KDA chunk (16)
-// and of the point where MLA switches to the decompressed form (~84 new tokens at these widths).
+// and of the point where a fresh prompt switches MLA to the decompressed form (at these widths).
 TEST_P(ConsistencyTest, PrefillEqualsPrefillPlusDecode) {
   for (int T : {2, 9, 16, 17, 40, 131, 150}) {
     for (int k : {1, 3}) {
