@@ -199,6 +199,11 @@ TEST(Metrics, HistogramIsCumulative) {
   EXPECT_NE(text.find("k3_requests_running 3\n"), std::string::npos);
   EXPECT_NE(text.find("k3_cache_usage_ratio 0.25\n"), std::string::npos);
   EXPECT_NE(text.find("k3_requests_finished_total{reason=\"stop\"} 1\n"), std::string::npos);
+  // A long prompt's time to first token (minutes on a CPU) lands in a bucket of its own.
+  m.ttft.observe(250.0);
+  const std::string later = m.render(&s, 200);
+  EXPECT_NE(later.find("k3_time_to_first_token_seconds_bucket{le=\"120\"} 0\n"), std::string::npos) << later;
+  EXPECT_NE(later.find("k3_time_to_first_token_seconds_bucket{le=\"300\"} 1\n"), std::string::npos) << later;
 }
 
 int local_port(int fd) {
