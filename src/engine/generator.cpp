@@ -5,9 +5,7 @@
 #include "base/error.h"
 
 namespace k3 {
-namespace {
 
-// Runs the prompt through the model in chunks, keeping the logits the caller wants.
 void prefill(const Model& model, SequenceState& state, const std::vector<int32_t>& prompt, int64_t chunk,
              std::span<const EmbeddingOverride> embeddings, bool all_logits, std::vector<float>* logits) {
   K3_CHECK(!prompt.empty(), "the prompt is empty");
@@ -36,8 +34,6 @@ void prefill(const Model& model, SequenceState& state, const std::vector<int32_t
     }
   }
 }
-
-}  // namespace
 
 std::vector<float> prefill_logits(const Model& model, SequenceState& state, const std::vector<int32_t>& prompt,
                                   int64_t chunk, std::span<const EmbeddingOverride> embeddings) {

@@ -30,6 +30,11 @@ std::vector<int32_t> generate(const Model& model, SequenceState& state, const st
                               const GenerateOptions& options,
                               const std::function<bool(int32_t)>& on_token = {});
 
+// Runs the prompt through the model in chunks of `chunk` tokens, each chunk with the embedding
+// overrides in its range; *logits gets every prompt position's logits (all_logits) or the last's.
+void prefill(const Model& model, SequenceState& state, const std::vector<int32_t>& prompt, int64_t chunk,
+             std::span<const EmbeddingOverride> embeddings, bool all_logits, std::vector<float>* logits);
+
 // Logits of every prompt position from a prefill in chunks: [prompt.size(), vocab].
 std::vector<float> prefill_logits(const Model& model, SequenceState& state, const std::vector<int32_t>& prompt,
                                   int64_t chunk = 256, std::span<const EmbeddingOverride> embeddings = {});

@@ -21,10 +21,15 @@ void mla_prefill_attention(const Matrix& kv_b, const MlaPrefillShape& s, const f
   K3_ISA_DISPATCH(active_isa(), mla_prefill_attention(kv_b, s, q, cache_bf16, pos0, len, scale, o, ldo));
 }
 
+namespace {
+// (query, key) pairs of a causal segment: query i sees pos0 + i + 1 keys.
+double causal_pairs(int64_t pos0, int64_t len) {
+  return static_cast<double>(len) * pos0 + static_cast<double>(len) * (len + 1) / 2.0;
+}
+}  // namespace
+
 double mla_prefill_attention_macs(const MlaPrefillShape& s, int64_t pos0, int64_t len) {
-  // Query i sees pos0 + i + 1 keys; each costs qk (score) + vdim (value) per head.
-  const double pairs = static_cast<double>(len) * pos0 + static_cast<double>(len) * (len + 1) / 2.0;
-  return pairs * s.heads * (s.qk() + s.vdim);
+  return causal_pairs(pos0, len) * s.heads * (s.qk() + s.vdim);  // a score and a value per pair and head
 }
 
 double mla_prefill_decompress_macs(const MlaPrefillShape& s, int64_t pos0, int64_t len) {
@@ -33,8 +38,7 @@ double mla_prefill_decompress_macs(const MlaPrefillShape& s, int64_t pos0, int64
 }
 
 double mla_absorbed_attention_macs(const MlaPrefillShape& s, int64_t pos0, int64_t len) {
-  const double pairs = static_cast<double>(len) * pos0 + static_cast<double>(len) * (len + 1) / 2.0;
-  return pairs * s.heads * (s.lora + s.width()) + static_cast<double>(len) * s.heads * (s.nope + s.vdim) * s.lora;
+  return causal_pairs(pos0, len) * s.heads * (s.lora + s.width()) + mla_prefill_decompress_macs(s, 0, len);
 }
 
 bool mla_prefill_prefers_decompressed(const MlaPrefillShape& s, int64_t pos0, int64_t len) {

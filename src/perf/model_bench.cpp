@@ -15,6 +15,7 @@
 #include "base/thread_pool.h"
 #include "dist/row_split.h"
 #include "dist/world.h"
+#include "engine/generator.h"
 #include "engine/sampler.h"
 #include "io/huge_pages.h"
 #include "kernels/mla_prefill.h"
@@ -134,15 +135,11 @@ double attention_flops_per_token(const TextConfig& c, int64_t n) {
   return flops;
 }
 
-// The prompt through the model in chunks (logits of the last token only); seconds taken.
-double prefill_seconds(const Model& model, SequenceState& s, const std::vector<int32_t>& prompt, int n, int chunk) {
+// The prompt through the model as `k3 generate` runs it (engine/generator.h); seconds taken.
+double prefill_seconds(const Model& model, SequenceState& s, const std::vector<int32_t>& prompt, int chunk) {
+  std::vector<float> logits;
   const double t0 = now_seconds();
-  for (int i = 0; i < n; i += chunk) {
-    const int len = std::min(chunk, n - i);
-    std::vector<float> logits;
-    SequenceInput in{&s, std::span<const int32_t>(prompt.data() + i, static_cast<size_t>(len)), false};
-    model.forward(std::span<const SequenceInput>(&in, 1), &logits);
-  }
+  prefill(model, s, prompt, chunk, {}, false, &logits);
   return now_seconds() - t0;
 }
 
@@ -165,8 +162,6 @@ ModelBenchResult run_model_bench(const Model& model, const std::string& label, c
   const int64_t vocab = model.text().vocab_size;
   const Active active = active_per_token(model);
   r.active_params_per_token = active.params;
-  const int longest = *std::max_element(opt.prompt_tokens.begin(), opt.prompt_tokens.end());
-  const std::vector<int32_t> prompt = prompt_of(longest, static_cast<int>(vocab));
 
   // Prefill: each length into a fresh sequence, in chunks, after one warm-up of a chunk or less
   // (page cache, allocations).  The decode figures continue the first length's prompt.
@@ -174,13 +169,14 @@ ModelBenchResult run_model_bench(const Model& model, const std::string& label, c
   const double peak_before = measure_fp32_peak_once(pool);
   {
     SequenceState warm = model.new_sequence();
-    prefill_seconds(model, warm, prompt, std::min(r.prompt_tokens, opt.prefill_chunk), opt.prefill_chunk);
+    prefill_seconds(model, warm, prompt_of(std::min(r.prompt_tokens, opt.prefill_chunk), static_cast<int>(vocab)),
+                    opt.prefill_chunk);
   }
   uint64_t peak_rss = peak_rss_bytes();  // before the resets below
-  const bool rss_resets = reset_peak_rss();
-  r.prefill_rss_per_length = rss_resets;
+  r.prefill_rss_per_length = reset_peak_rss();
   for (size_t li = 0; li < opt.prompt_tokens.size(); ++li) {
     const int n = opt.prompt_tokens[li];
+    const std::vector<int32_t> prompt = prompt_of(n, static_cast<int>(vocab));
     PrefillFigure f;
     f.prompt_tokens = n;
     f.chunk = std::min(n, opt.prefill_chunk);
@@ -188,13 +184,13 @@ ModelBenchResult run_model_bench(const Model& model, const std::string& label, c
     f.attention_flops_per_token = attention_flops_per_token(model.text(), n);
     std::vector<double> rates;
     for (int rep = 0; rep < opt.reps; ++rep) {
-      if (rss_resets) reset_peak_rss();
+      if (r.prefill_rss_per_length) reset_peak_rss();
       SequenceState s = model.new_sequence();
       if (rep == 0) {
         profile_reset();
         profile_enable(true);
       }
-      const double dt = prefill_seconds(model, s, prompt, n, opt.prefill_chunk);
+      const double dt = prefill_seconds(model, s, prompt, opt.prefill_chunk);
       if (rep == 0) {
         profile_enable(false);
         f.profile = profile_snapshot();
