@@ -24,6 +24,7 @@ void add_synth_command(CLI::App& app, Runner& run);
 void add_bench_command(CLI::App& app, Runner& run);
 void add_chat_command(CLI::App& app, Runner& run);
 void add_tokenize_command(CLI::App& app, Runner& run);
+void add_train_tokenizer_command(CLI::App& app, Runner& run);
 void add_detokenize_command(CLI::App& app, Runner& run);
 void add_render_chat_command(CLI::App& app, Runner& run);
 void add_vision_embed_command(CLI::App& app, Runner& run);

@@ -130,6 +130,7 @@ int main(int argc, char** argv) {
   k3::cli::add_bench_command(app, run);
   k3::cli::add_chat_command(app, run);
   k3::cli::add_tokenize_command(app, run);
+  k3::cli::add_train_tokenizer_command(app, run);
   k3::cli::add_detokenize_command(app, run);
   k3::cli::add_render_chat_command(app, run);
   k3::cli::add_vision_embed_command(app, run);

@@ -1,6 +1,9 @@
-// `k3 tokenize`, `k3 detokenize` and `k3 render-chat` as a user runs them, against the fixtures.
+// `k3 tokenize`, `k3 detokenize`, `k3 render-chat` and `k3 train-tokenizer` as a user runs them,
+// against the fixtures.
 #include <gtest/gtest.h>
 
+#include "text/bpe_ranks.h"
+#include "text/bpe_trainer.h"
 #include "text/synth_tokenizer.h"
 #include "text/xtml_renderer.h"
 #include "text_test_util.h"
@@ -50,6 +53,61 @@ TEST(TextCli, TokenizeModelDir) {
   auto bad_utf8 = run_k3("tokenize --model " + dir.path(), "ok\xFF\xFE");
   ASSERT_EQ(bad_utf8.exit_code, 0) << bad_utf8.err;
   EXPECT_EQ(bad_utf8.out, ids_json(t.encode("ok\xEF\xBF\xBD\xEF\xBF\xBD")));
+}
+
+TEST(TextCli, TrainTokenizerLearnsMergesFromAFile) {
+  testing::TempDir dir;
+  std::string text;
+  for (int i = 0; i < 50; ++i)
+    text += "The quick brown fox jumps over the lazy dog " + std::to_string(i) + " times.\nTokenizers learn merges.\n";
+  testing::write_file(dir.file("corpus.txt"), text);
+  const std::string out = dir.file("tok");
+  const auto r = run_k3("train-tokenizer --text " + dir.file("corpus.txt") + " --vocab-size 1024 --out " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, out + "\n");
+  // The library's tokens, in the K3 layout: 768 ordinary ranks, then the specials.
+  EXPECT_EQ(testing::read_file(out + "/tiktoken.model"), BpeRanks(train_bpe_tokens(text, 768)).to_tiktoken());
+  const Tokenizer t = Tokenizer::from_model_dir(out);
+  EXPECT_EQ(t.vocab_size(), 1024);
+  EXPECT_EQ(t.special_id("[BOS]"), std::optional<int32_t>(768));
+  EXPECT_EQ(t.special_id("[PAD]"), std::optional<int32_t>(1023));
+  // This small text runs out of pairs well before 768 ranks: said on stderr, filler after.
+  EXPECT_NE(r.err.find("filler tokens"), std::string::npos) << r.err;
+  EXPECT_EQ(static_cast<unsigned char>(t.ranks().bytes(767)[0]), 0xFF);
+  // Its words became single tokens.
+  for (const char* word : {"The", " quick", " brown", " jumps", " lazy", " dog", " times", "Tokenizers", " merges"})
+    EXPECT_EQ(t.encode(word).size(), 1u) << word;
+  // A sentence, with a word the text never had, round-trips through tokenize and detokenize.
+  const std::string sentence = "The lazy dog jumps over the quick zebra 7 times.";
+  const auto enc = run_k3("tokenize --tiktoken " + out + "/tiktoken.model", sentence);
+  ASSERT_EQ(enc.exit_code, 0) << enc.err;
+  EXPECT_EQ(enc.out, ids_json(t.encode(sentence)));
+  EXPECT_LT(t.encode(sentence).size(), sentence.size() / 2);
+  EXPECT_EQ(run_k3("tokenize --model " + out, sentence).out, enc.out);
+  const auto dec = run_k3("detokenize --model " + out, enc.out);
+  ASSERT_EQ(dec.exit_code, 0) << dec.err;
+  EXPECT_EQ(dec.out, sentence);
+}
+
+TEST(TextCli, TrainTokenizerBadInputsAreClearErrors) {
+  testing::TempDir dir;
+  testing::write_file(dir.file("empty.txt"), "");
+  testing::write_file(dir.file("text.txt"), "some text");
+  const std::string out = " --out " + dir.file("tok");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--text " + dir.file("missing.txt"), dir.file("missing.txt") + ": cannot open: No such file or directory"},
+      {"--text " + dir.path(), dir.path() + ": cannot read: is a directory"},
+      {"--text " + dir.file("empty.txt"), dir.file("empty.txt") + ": the file is empty"},
+      {"--text " + dir.file("text.txt") + " --vocab-size 511", "--vocab-size: must be in [512, 1048576]"},
+      {"--text " + dir.file("text.txt") + " --vocab-size 1048577",
+       "(256 bytes + 256 special tokens at least; got 1048577)"},
+  };
+  for (const auto& [args, message] : cases) {
+    const auto r = run_k3("train-tokenizer " + args + out);
+    EXPECT_EQ(r.exit_code, 1) << args;
+    EXPECT_NE(r.err.find(message), std::string::npos) << args << ": " << r.err;
+  }
+  EXPECT_FALSE(testing::list_dir(dir.path()).count("tok")) << "an error left an output directory";
 }
 
 TEST(TextCli, BadInputsAreClearErrors) {
