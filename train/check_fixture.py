@@ -1,5 +1,6 @@
 """Checks the PyTorch K3 against the k3-tiny-a golden logits (an independent fp32 reference of the released
-modeling code), and the chunked KDA against the per-token recurrence. Exit status 0 when both hold.
+modeling code), the chunked KDA against the per-token recurrence, and the quantisation-aware MXFP4 rounding
+against the exporter's encoding. Exit status 0 when all hold.
 
     /usr/bin/python3 train/check_fixture.py [FIXTURE_DIR]
 """
@@ -30,6 +31,20 @@ def check_chunked_kda():
     return worst < 1e-5
 
 
+def check_mxfp4_export():
+    """The quantisation-aware forward rounds expert weights exactly as the export encodes them."""
+    gen = torch.Generator().manual_seed(2)
+    w = torch.randn(24, 96, generator=gen) * torch.exp(torch.randn(24, 1, generator=gen))
+    w[0, :32] = 0  # an all-zero group
+    w[1, 5] = 3 * 2.0 ** -3 * 1.25  # a tie between two E2M1 codes after scaling
+    fake = k3model.fake_mxfp4(w).numpy()
+    packed, scale = checkpoint.mxfp4_encode(w.numpy())
+    exported = checkpoint.mxfp4_decode(packed, scale)
+    same = np.array_equal(fake, exported)
+    print(f"MXFP4: quantisation-aware forward equals export: {same}")
+    return same
+
+
 def check_golden(fixture):
     cfg = k3model.Config(json.load(open(os.path.join(fixture, "config.json")))["text_config"])
     model = k3model.K3(cfg).eval()
@@ -53,4 +68,4 @@ if __name__ == "__main__":
     torch.set_num_threads(os.cpu_count() or 1)
     here = os.path.dirname(os.path.abspath(__file__))
     fixture = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "..", "tests", "data", "fixtures", "k3-tiny-a")
-    sys.exit(0 if check_chunked_kda() & check_golden(fixture) else 1)
+    sys.exit(0 if check_chunked_kda() & check_mxfp4_export() & check_golden(fixture) else 1)

@@ -256,14 +256,17 @@ class MoE(nn.Module):
             self.last_scores = scores.detach()
         z = self.routed_expert_down_proj(x)
         w1, w2, w3 = (fake_mxfp4(w) if self.qat else w for w in (self.w1, self.w2, self.w3))
-        combined = torch.zeros_like(z)
-        for e in range(c.experts):
-            rows, slot = (chosen == e).nonzero(as_tuple=True)
-            if rows.numel() == 0:
-                continue
-            ze = z[rows]
-            y = situ(ze @ w1[e].t(), ze @ w3[e].t(), c.beta1, c.beta2) @ w2[e].t()
-            combined = combined.index_add(0, rows, y * weights[rows, slot].unsqueeze(-1))
+        # Token slots grouped by expert: one gather before the experts and one scatter-add after them.
+        flat = chosen.reshape(-1)
+        order = flat.argsort(stable=True)
+        counts = torch.bincount(flat, minlength=c.experts).tolist()
+        rows = order // c.top_k
+        outs = []
+        for e, ze in enumerate(z[rows].split(counts)):
+            if counts[e]:
+                outs.append(situ(ze @ w1[e].t(), ze @ w3[e].t(), c.beta1, c.beta2) @ w2[e].t())
+        y = torch.cat(outs) * weights.reshape(-1)[order].unsqueeze(-1)
+        combined = torch.zeros_like(z).index_add(0, rows, y)
         out = self.routed_expert_up_proj(rms_norm(combined, self.routed_expert_norm, c.eps))
         return (out + self.shared_experts(x)).reshape(shape)
 
