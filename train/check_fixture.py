@@ -32,17 +32,24 @@ def check_chunked_kda():
 
 
 def check_mxfp4_export():
-    """The quantisation-aware forward rounds expert weights exactly as the export encodes them."""
+    """The quantisation-aware forward rounds expert weights exactly as the export encodes them, and both follow
+    the OCP rule on exact ties (to the even code) and on an amax just below a power of two."""
     gen = torch.Generator().manual_seed(2)
     w = torch.randn(24, 96, generator=gen) * torch.exp(torch.randn(24, 1, generator=gen))
     w[0, :32] = 0  # an all-zero group
-    w[1, 5] = 3 * 2.0 ** -3 * 1.25  # a tie between two E2M1 codes after scaling
+    ties = torch.tensor([6.0, 0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, -0.25, -5.0])  # amax 6: scale 2^0
+    w[1, :32] = 0
+    w[1, :10] = ties
+    w[2, :32] = 0.25
+    w[2, 0] = float(np.nextafter(np.float32(1.0), np.float32(0.0)))  # amax just below 1: scale 2^-3, not 2^-2
     fake = k3model.fake_mxfp4(w).numpy()
     packed, scale = checkpoint.mxfp4_encode(w.numpy())
     exported = checkpoint.mxfp4_decode(packed, scale)
-    same = np.array_equal(fake, exported)
-    print(f"MXFP4: quantisation-aware forward equals export: {same}")
-    return same
+    want_ties = np.array([6.0, 0.0, 1.0, 1.0, 2.0, 2.0, 4.0, 4.0, -0.0, -4.0], dtype=np.float32)
+    ok = (np.array_equal(fake, exported) and np.array_equal(exported[1, :10], want_ties) and scale[2, 0] == 127 - 3
+          and exported[2, 0] == 0.75 and exported[2, 1] == 0.25)  # 0.99999994 / 2^-3 saturates at 6
+    print(f"MXFP4: quantisation-aware forward equals export, OCP ties and exponents: {ok}")
+    return ok
 
 
 def check_golden(fixture):

@@ -215,7 +215,7 @@ def fake_mxfp4(w):
     out_f, in_f = w.shape[-2:]
     g = w.reshape(*w.shape[:-1], in_f // 32, 32)
     amax = g.detach().abs().amax(-1, keepdim=True).clamp_min(1e-30)
-    scale = torch.exp2(torch.floor(torch.log2(amax)) - 2)
+    scale = torch.exp2((torch.frexp(amax).exponent - 1 - 2).float())  # 2^(floor(log2 amax) - 2), exactly
     x = (g / scale).clamp(-6, 6)
     mag = x.abs()
     # E2M1 grid: steps of 0.5 below 2, of 1 from 2 to 4, of 2 from 4 to 6 (round half to even code).
@@ -236,13 +236,14 @@ class MoE(nn.Module):
         self.routed_expert_down_proj = linear(lat, cfg.d)
         self.routed_expert_up_proj = linear(cfg.d, lat)
         self.routed_expert_norm = nn.Parameter(torch.ones(lat))
-        self.w1 = nn.Parameter(torch.randn(e, inter, lat) * lat ** -0.5)
-        self.w3 = nn.Parameter(torch.randn(e, inter, lat) * lat ** -0.5)
-        self.w2 = nn.Parameter(torch.randn(e, lat, inter) * inter ** -0.5 * 0.5)
+        self.w1 = nn.Parameter(torch.zeros(e, inter, lat))  # stacked routed experts, [E, out, in]
+        self.w3 = nn.Parameter(torch.zeros(e, inter, lat))
+        self.w2 = nn.Parameter(torch.zeros(e, lat, inter))
         self.shared_experts = MLP(cfg, inter * cfg.shared)
         self.qat = False
         self.balance = True  # Quantile Balancing of the selection bias while training
         self.last_scores = None
+        self.token_mask = None  # [B*T] bool: which rows Quantile Balancing counts (set by the trainer)
 
     def forward(self, x):
         c = self.cfg
@@ -252,8 +253,8 @@ class MoE(nn.Module):
         chosen = (scores + self.e_score_correction_bias).topk(c.top_k, dim=-1).indices
         weights = scores.gather(-1, chosen)
         weights = weights / (weights.sum(-1, keepdim=True) + 1e-20) * c.scaling
-        if self.training:
-            self.last_scores = scores.detach()
+        if self.training:  # for Quantile Balancing: the scores of real tokens, not padding
+            self.last_scores = scores.detach() if self.token_mask is None else scores.detach()[self.token_mask]
         z = self.routed_expert_down_proj(x)
         w1, w2, w3 = (fake_mxfp4(w) if self.qat else w for w in (self.w1, self.w2, self.w3))
         # Token slots grouped by expert: one gather before the experts and one scatter-add after them.
@@ -279,7 +280,7 @@ class MoE(nn.Module):
         s, c = self.last_scores, self.cfg
         cutoff = (s + self.e_score_correction_bias).topk(c.top_k + 1, dim=-1).values[:, -1:]
         need = cutoff - s  # [T, E]
-        b = torch.quantile(need, 1.0 - c.top_k / c.experts, dim=0)
+        b = torch.quantile(need, c.top_k / c.experts, dim=0)
         self.e_score_correction_bias.copy_(b - b.mean())
         self.last_scores = None
 
@@ -338,8 +339,9 @@ class K3(nn.Module):
 
 
 def init_weights(model, seed):
-    """Small-model initialisation: normal(0, 0.02) projections, output projections scaled by depth, KDA gates so
-    that the decay starts spread between fast and slow (dt_bias), A_log 0 (exp 1)."""
+    """Small-model initialisation: normal(0, 0.02) projections and experts, the attention output projections
+    scaled down by depth, KDA forget gates spread between fast and slow decay (dt_bias) with A_log 0 (exp 1), and
+    short convs that start close to passing the current token through."""
     gen = torch.Generator().manual_seed(seed)
     cfg = model.cfg
     with torch.no_grad():
@@ -355,8 +357,7 @@ def init_weights(model, seed):
                 for conv in (a.q_conv1d, a.k_conv1d, a.v_conv1d):
                     conv.normal_(0, 0.3, generator=gen)
                     conv[:, 0, -1] += 1.0
-            for o in (layer.self_attn.o_proj,):
-                o.weight.mul_(1 / math.sqrt(2 * cfg.layers))
+            layer.self_attn.o_proj.weight.mul_(1 / math.sqrt(2 * cfg.layers))
         for moe in model.moe_layers():
             for w in (moe.w1, moe.w3, moe.w2):
                 w.normal_(0, 0.02, generator=gen)

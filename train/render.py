@@ -23,7 +23,8 @@ def _close(tag):
 
 
 def _assistant_body(message):
-    return (message.get("reasoning_content", "") + _close("think") + _open("response") + message["content"] +
+    reasoning = message.get("reasoning_content", "")
+    return ((reasoning if reasoning.strip() else "") + _close("think") + _open("response") + message["content"] +
             _close("response") + _close("message") + "<|end_of_msg|>")
 
 

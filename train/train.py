@@ -154,12 +154,19 @@ def prepare(args):
     tokens_path = os.path.join(out, "tokens.npz")
     if not os.path.exists(tokens_path):
         log("tokenizing (k3 tokenize)")
+        specials = json.load(open(os.path.join(tok_dir, "tokenizer_config.json")))["added_tokens_decoder"]
+        by_text = {v["content"]: int(k) for k, v in specials.items()}
+        # The stream is tokenized with specials allowed, while k3 encodes message text as plain text: no message
+        # may contain a special token's text.
+        for conv in convs:
+            for m in conv["messages"]:
+                for field in ("content", "reasoning_content"):
+                    bad = [t for t in by_text if t in m.get(field, "")]
+                    assert not bad, f"special token text {bad[0]!r} in a message: {m[field][:80]!r}"
         stream = "".join(p + PROMPT_END + c + TURN_END for p, c in rendered)
         ids = json.loads(subprocess.run([args.k3, "tokenize", "--model", tok_dir, "--allow-special"], input=stream,
                                         capture_output=True, text=True, check=True).stdout)
         ids = np.array(ids, dtype=np.int32)
-        specials = json.load(open(os.path.join(tok_dir, "tokenizer_config.json")))["added_tokens_decoder"]
-        by_text = {v["content"]: int(k) for k, v in specials.items()}
         ends = np.flatnonzero(ids == by_text[TURN_END])
         mids = np.flatnonzero(ids == by_text[PROMPT_END])
         assert len(ends) == len(mids) == len(rendered), "a marker token appears inside the text"
@@ -176,8 +183,9 @@ def prepare(args):
 
 
 def pack(ids, mask, offsets, order, seq_len, pad):
-    """Whole conversations packed into rows of seq_len tokens (a row always starts a conversation); the rest of a
-    row is padding that the loss skips. Conversations longer than a row are left out."""
+    """Whole conversations packed into rows of seq_len tokens, a row starting with a conversation (the ones after
+    it see it, as in the usual packing without document masks); the rest of a row is padding that the loss skips.
+    Conversations longer than a row are left out."""
     rows, masks = [], []
     row, rmask = [], []
     for i in order:
@@ -242,9 +250,9 @@ def train(args, ids, mask, offsets):
 
     # Weight decay on the projections and embeddings; not on gains, AttnRes queries, convs or KDA gate constants.
     decay = [p for n, p in model.named_parameters() if p.dim() == 2 and "_res." not in n and "output_res" not in n]
-    decay += [moe.w1 for moe in model.moe_layers()] + [moe.w2 for moe in model.moe_layers()] + [
-        moe.w3 for moe in model.moe_layers()]
-    rest = [p for p in model.parameters() if all(p is not q for q in decay)]
+    decay += [w for moe in model.moe_layers() for w in (moe.w1, moe.w2, moe.w3)]
+    decayed = {id(p) for p in decay}
+    rest = [p for p in model.parameters() if id(p) not in decayed]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
                             lr=args.lr, betas=(0.9, 0.95), eps=1e-8)
     gen = torch.Generator().manual_seed(args.seed)
@@ -262,7 +270,10 @@ def train(args, ids, mask, offsets):
             for moe in model.moe_layers():
                 moe.qat = True
         pick = torch.randint(len(train_rows), (args.batch,), generator=gen)
-        loss = loss_of(model, train_rows[pick], train_masks[pick])
+        x = train_rows[pick]
+        for moe in model.moe_layers():
+            moe.token_mask = (x[:, :-1] != pad).reshape(-1)
+        loss = loss_of(model, x, train_masks[pick])
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -270,7 +281,8 @@ def train(args, ids, mask, offsets):
         for moe in model.moe_layers():
             if moe.balance:
                 moe.quantile_balance()
-            moe.last_scores = None
+            else:
+                moe.last_scores = None
         record = {"step": step + 1, "loss": float(loss), "lr": lr, "seconds": round(time.time() - start, 1)}
         if (step + 1) % args.eval_every == 0 or step + 1 == args.steps:
             record["val_loss"] = evaluate(model, val_rows, val_masks, args.batch)
@@ -341,7 +353,7 @@ def main():
     ap.add_argument("--vocab", type=int, default=4096)
     ap.add_argument("--seq-len", type=int, default=512)
     ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--steps", type=int, default=760)
+    ap.add_argument("--steps", type=int, default=700)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--qat-fraction", type=float, default=0.2, help="last part of training with MXFP4 experts")
