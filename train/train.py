@@ -225,6 +225,30 @@ def evaluate(model, rows, masks, batch):
     return total / max(count, 1)
 
 
+@torch.no_grad()
+def expert_balance(model, rows, batch, pad):
+    """Per MoE layer, the busiest expert's share of the routed slots over its fair share (1.0 = perfectly even),
+    on real tokens of the given rows."""
+    counts = [torch.zeros(moe.cfg.experts) for moe in model.moe_layers()]
+    hooks = []
+    for moe, c in zip(model.moe_layers(), counts):
+        def hook(module, inputs, output, c=c):
+            x = inputs[0].reshape(-1, module.cfg.d)[module.token_mask]
+            s = torch.sigmoid(module.gate(x)) + module.e_score_correction_bias
+            c += torch.bincount(s.topk(module.cfg.top_k, dim=-1).indices.reshape(-1), minlength=module.cfg.experts)
+        hooks.append(moe.register_forward_hook(hook))
+    model.eval()
+    for i in range(0, len(rows), batch):
+        x = rows[i:i + batch]
+        for moe in model.moe_layers():
+            moe.token_mask = (x != pad).reshape(-1)
+        model(x)
+    model.train()
+    for h in hooks:
+        h.remove()
+    return [round(float(c.max() / c.mean()), 2) for c in counts]
+
+
 def train(args, ids, mask, offsets):
     torch.manual_seed(args.seed)
     n_conv = len(offsets) - 1
@@ -292,6 +316,9 @@ def train(args, ids, mask, offsets):
             eta = (time.time() - start) / (step + 1) * (args.steps - step - 1)
             log(f"step {step + 1}/{args.steps} loss {record['loss']:.3f}" +
                 (f" val {record['val_loss']:.3f}" if "val_loss" in record else "") + f" ({eta / 60:.1f} min left)")
+    balance = expert_balance(model, val_rows, args.batch, pad)
+    log(f"busiest expert over its fair share, per MoE layer (validation): {balance}")
+    logf.write(json.dumps({"expert_max_over_mean": balance}) + "\n")
     logf.close()
     return model, tc, log_path
 
@@ -300,7 +327,7 @@ def plot(log_path, png):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    records = [json.loads(line) for line in open(log_path)]
+    records = [r for r in map(json.loads, open(log_path)) if "step" in r]
     steps = [r["step"] for r in records]
     losses = np.array([r["loss"] for r in records])
     smooth = np.convolve(losses, np.ones(20) / 20, mode="valid") if len(losses) >= 20 else losses
