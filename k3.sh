@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # k3's front door.  Both commands install what is missing (Debian packages only), build, and then:
-#   ./k3.sh run    run k3's main job on its built-in default model (created by `k3 synth`)
+#   ./k3.sh run    run k3's main job on its built-in default model (the small K3 trained by train/, in models/)
 #   ./k3.sh test   run the whole test suite, then again built with AddressSanitizer + UBSan
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -24,10 +24,8 @@ case "$mode" in
     shift || true
     echo "== k3 inspect (built-in default model)"
     ./build/k3 inspect
-    echo "== k3 generate --prompt-ids 1,2,3,4,5 --max-tokens 16 (greedy)"
-    ./build/k3 generate --prompt-ids 1,2,3,4,5 --max-tokens 16 --ignore-eos "$@"
-    echo "== k3 chat (one scripted turn; the default model has random weights, so expect noise)"
-    printf 'Hello! What can you do?\n' | ./build/k3 chat --max-tokens 24
+    echo "== k3 chat (two scripted turns, greedy; the reasoning is shown apart from the answer)"
+    printf 'Hello! What can you do?\nWhat does ephemeral mean?\n' | ./build/k3 chat --temperature 0 --max-tokens 160 "$@"
     ;;
   test)
     bash scripts/install-deps.sh
@@ -42,7 +40,7 @@ case "$mode" in
       ctest -j "$jobs" --output-on-failure)
     ;;
   *)
-    echo "usage: ./k3.sh run [extra generate args] | ./k3.sh test" >&2
+    echo "usage: ./k3.sh run [extra chat args] | ./k3.sh test" >&2
     exit 2
     ;;
 esac

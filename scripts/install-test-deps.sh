@@ -3,7 +3,8 @@
 # Node.js with npm (Debian's nodejs + npm, unless a node with npm is already there, e.g.
 # NodeSource's nodejs, which bundles npm and conflicts with Debian's npm package), Debian's
 # chromium, and the npm packages pinned in tests/server/js/package-lock.json (the official
-# `openai` client and playwright-core, which drives the system chromium).  Idempotent.
+# `openai` client and playwright-core, which drives the system chromium); tmux for the terminal
+# chat test; PyTorch and numpy for the trainer's tests.  Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,6 +13,8 @@ if ! command -v node >/dev/null 2>&1; then missing+=(nodejs); fi
 if ! command -v npm >/dev/null 2>&1; then missing+=(npm); fi
 if ! command -v chromium >/dev/null 2>&1; then missing+=(chromium); fi
 if ! command -v tmux >/dev/null 2>&1; then missing+=(tmux); fi  # the terminal chat test (tests/cli/chat_tty_test.cpp)
+# The trainer's own tests (tests/train): Debian's PyTorch and numpy, under /usr/bin/python3.
+if ! /usr/bin/python3 -c 'import torch, numpy' >/dev/null 2>&1; then missing+=(python3-torch python3-numpy); fi
 
 if [ ${#missing[@]} -gt 0 ]; then
   bash scripts/apt-install.sh "${missing[@]}"

@@ -23,8 +23,7 @@ namespace k3::cli {
 namespace {
 
 std::string bench_model_dir() {
-  const std::string tiny = default_model_dir();
-  const std::string dir = tiny.substr(0, tiny.rfind('/')) + "/bench-k3-width-v1";
+  const std::string dir = cache_dir() + "/bench-k3-width-v1";
   if (!file_exists(dir + "/config.json")) {
     K3_CHECK(dist::size() == 1, "the benchmark checkpoint ", dir, " does not exist yet: create it with one process "
              "first (k3 bench --no-kernels, or k3 synth --preset k3-width --out DIR and --model DIR)");

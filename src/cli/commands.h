@@ -50,7 +50,11 @@ std::string human_bytes(double bytes);
 std::string human_count(double n);
 // Parses "1,2,3" (commas and/or spaces); throws k3::Error naming the bad entry.
 std::vector<int32_t> parse_token_ids(const std::string& text);
-// --model default: $K3_DEFAULT_MODEL, else ~/.cache/k3/default-tiny; synthesised on first use.
+// k3's cache folder ($XDG_CACHE_HOME/k3, ~/.cache/k3 or /tmp/k3), created when missing.
+std::string cache_dir();
+// --model default: $K3_DEFAULT_MODEL; else the trained demo model shipped in the source tree
+// (models/k3-demo, see train/); else ~/.cache/k3/default-tiny-v3, synthesised (k3 synth --preset
+// tiny) on first use.
 std::string default_model_dir();
 // --precision fp32 | bf16 | bf16-all on sub, into value (kernels/linear.h: Precision).
 void add_precision_option(CLI::App* sub, std::string& value);

@@ -123,8 +123,7 @@ void add_precision_option(CLI::App* sub, std::string& value) {
       ->check(CLI::IsMember({"fp32", "bf16", "bf16-all"}));
 }
 
-std::string default_model_dir() {
-  if (const char* env = std::getenv("K3_DEFAULT_MODEL"); env != nullptr && *env != '\0') return env;
+std::string cache_dir() {
   std::string base;
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
     base = xdg;
@@ -136,7 +135,13 @@ std::string default_model_dir() {
   ::mkdir(base.c_str(), 0755);
   base += "/k3";
   ::mkdir(base.c_str(), 0755);
-  return base + "/default-tiny-v3";  // bump when the synthetic output changes (v3: vision tower)
+  return base;
+}
+
+std::string default_model_dir() {
+  if (const char* env = std::getenv("K3_DEFAULT_MODEL"); env != nullptr && *env != '\0') return env;
+  if (file_exists(std::string(K3_DEMO_MODEL_DIR) + "/config.json")) return K3_DEMO_MODEL_DIR;
+  return cache_dir() + "/default-tiny-v3";  // bump when the synthetic output changes (v3: vision tower)
 }
 
 std::string resolve_model_dir(const std::string& given) {

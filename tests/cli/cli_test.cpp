@@ -125,6 +125,13 @@ TEST(Cli, InspectSynthAndDefaultModel) {
   ASSERT_EQ(std::system(cmd.c_str()), 0) << testing::read_file(tmp.file("out"));
   struct stat st {};
   EXPECT_EQ(::stat((tmp.file("default") + "/config.json").c_str(), &st), 0);
+
+  // Without K3_DEFAULT_MODEL (the test environment sets it), the default is the trained demo model.
+  const std::string plain = "env -u K3_DEFAULT_MODEL " + testing::k3_binary() + " inspect > " + tmp.file("inspect") +
+                            " 2>&1";
+  ASSERT_EQ(std::system(plain.c_str()), 0) << testing::read_file(tmp.file("inspect"));
+  EXPECT_NE(testing::read_file(tmp.file("inspect")).find(testing::demo_model_dir()), std::string::npos)
+      << testing::read_file(tmp.file("inspect"));
 }
 
 struct BadInput {

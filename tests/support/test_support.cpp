@@ -19,6 +19,10 @@ namespace k3::testing {
 
 std::string fixture_dir(const std::string& name) { return std::string(K3_TEST_DATA_DIR) + "/fixtures/" + name; }
 
+std::string demo_model_dir() { return K3_DEMO_MODEL_DIR; }
+
+std::string test_data_path(const std::string& relative) { return std::string(K3_TEST_DATA_DIR) + "/" + relative; }
+
 std::string shared_fixture_dir(const std::string& name) {
   const std::string dir = std::string(K3_SHARED_FIXTURES_DIR) + "/" + name;
   struct stat st {};

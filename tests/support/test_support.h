@@ -25,6 +25,11 @@ std::string error_of(Fn&& fn) {
 
 // A golden fixture folder (e.g. "k3-tiny-a"): the byte-identical copy under tests/data/fixtures.
 std::string fixture_dir(const std::string& name);
+// The trained demo model shipped in models/k3-demo (train/ builds it; the PyTorch trainer's own
+// outputs on it are in tests/data/k3-demo).
+std::string demo_model_dir();
+// A file under tests/data (e.g. "k3-demo/golden.safetensors").
+std::string test_data_path(const std::string& relative);
 // K3_SHARED_FIXTURES_DIR/<name> when present (for the identity check), else "".
 std::string shared_fixture_dir(const std::string& name);
 
