@@ -266,6 +266,9 @@ def train(args, ids, mask, offsets):
     cfg = k3model.Config(tc)
     model = k3model.K3(cfg)
     k3model.init_weights(model, args.seed)
+    if args.init_from:  # continue from an exported checkpoint (its bf16 and MXFP4 values; a fresh optimizer)
+        k3model.load_official(model, checkpoint.read_checkpoint(args.init_from))
+        log(f"continuing from {args.init_from}")
     model.attn_res_enabled = not args.no_attn_res
     for moe in model.moe_layers():
         moe.balance = not args.no_router_bias
@@ -279,7 +282,7 @@ def train(args, ids, mask, offsets):
     rest = [p for p in model.parameters() if id(p) not in decayed]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
                             lr=args.lr, betas=(0.9, 0.95), eps=1e-8)
-    gen = torch.Generator().manual_seed(args.seed)
+    gen = torch.Generator().manual_seed(args.seed if args.sample_seed is None else args.sample_seed)
     log_path = os.path.join(args.out, args.name + "log.jsonl")
     logf = open(log_path, "w")
     start = time.time()
@@ -376,7 +379,9 @@ def main():
     ap.add_argument("--out", required=True, help="run directory (data, tokenizer, log, loss curve)")
     ap.add_argument("--export", help="write the trained checkpoint here")
     ap.add_argument("--name", default="", help="prefix of this run's log and plot in --out (for ablations)")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=0, help="initialisation, data order and validation split")
+    ap.add_argument("--sample-seed", type=int, help="the order of training batches (default: --seed)")
+    ap.add_argument("--init-from", help="start from this exported checkpoint instead of a fresh initialisation")
     ap.add_argument("--vocab", type=int, default=4096)
     ap.add_argument("--seq-len", type=int, default=512)
     ap.add_argument("--batch", type=int, default=8)
