@@ -33,7 +33,6 @@ class Config:
     def __init__(self, text_config):
         c = text_config
         lin = c["linear_attn_config"]
-        self.raw = c
         self.vocab = c["vocab_size"]
         self.d = c["hidden_size"]
         self.layers = c["num_hidden_layers"]
