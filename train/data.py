@@ -35,7 +35,7 @@ from English text shipped by Debian packages, with no network access:
            individual quotations, which come from many authors (the "cookie"
            file is from Karl Lehenbauer's postings to alt.sources).
            See /usr/share/doc/fortunes/copyright.
-  self     About 300 conversations about the assistant itself, written here
+  self     5000 conversations about the assistant itself, written here
            from templates.
 
 The output is deterministic for a given --seed: inputs are read in sorted
@@ -324,7 +324,7 @@ def synonym_answer(word, synonyms):
 
 # ---------------------------------------------------------------- KJV
 
-KJV_CONVERSATIONS = 22000
+KJV_CONVERSATIONS = 14000
 # How the retrieval program names books, and how a reference names them.
 REFERENCE_NAMES = {"Psalms": "Psalm"}
 # How a request for "a verse from ..." names a book.
@@ -576,7 +576,7 @@ def fortune_conversations(rng):
 
 # ---------------------------------------------------------------- self
 
-SELF_CONVERSATIONS = 300
+SELF_CONVERSATIONS = 5000
 INTRODUCTION = ("I am a small Kimi K3 model trained on the King James Bible, fortune "
                 "cookies and WordNet. I can explain the meaning of English words, quote "
                 "Bible verses and tell fortunes. Ask me what a word means.")

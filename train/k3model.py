@@ -157,12 +157,15 @@ def kda_chunked(q, k, v, g, beta, chunk=KDA_CHUNK):
     tmat = torch.linalg.solve_triangular(eye + ell, torch.diag_embed(beta), upper=False, unitriangular=True)
     w, u = tmat @ kd, tmat @ v
     kg = k * torch.exp(cum[..., -1:, :] - cum)
+    decay = torch.exp(cum[..., -1, :]).unsqueeze(-1)  # [B, H, N, K, 1]: a whole chunk's decay of the state
     s = q.new_zeros(b, h, dk, dv)
     outs = []
-    for c in range(n):
-        vn = u[:, :, c] - w[:, :, c] @ s
-        outs.append(qd[:, :, c] @ s + aqk[:, :, c] @ vn)
-        s = torch.exp(cum[:, :, c, -1, :]).unsqueeze(-1) * s + kg[:, :, c].transpose(-1, -2) @ vn
+    # Split along the chunk axis once: indexing chunk by chunk would make autograd allocate and sum a full-size
+    # gradient for every index.
+    for u_c, w_c, qd_c, aqk_c, kg_c, decay_c in zip(*(z.unbind(2) for z in (u, w, qd, aqk, kg, decay))):
+        vn = u_c - w_c @ s
+        outs.append(qd_c @ s + aqk_c @ vn)
+        s = decay_c * s + kg_c.transpose(-1, -2) @ vn
     return torch.stack(outs, dim=2).reshape(b, h, n * chunk, dv)[:, :, :t]
 
 
@@ -242,7 +245,6 @@ class MoE(nn.Module):
         self.qat = False
         self.balance = True  # Quantile Balancing of the selection bias while training
         self.last_scores = None
-        self.token_mask = None  # [B*T] bool: which rows Quantile Balancing counts (set by the trainer)
 
     def forward(self, x):
         c = self.cfg
@@ -252,8 +254,8 @@ class MoE(nn.Module):
         chosen = (scores + self.e_score_correction_bias).topk(c.top_k, dim=-1).indices
         weights = scores.gather(-1, chosen)
         weights = weights / (weights.sum(-1, keepdim=True) + 1e-20) * c.scaling
-        if self.training:  # for Quantile Balancing: the scores of real tokens, not padding
-            self.last_scores = scores.detach() if self.token_mask is None else scores.detach()[self.token_mask]
+        if self.training:  # for Quantile Balancing
+            self.last_scores = scores.detach()
         z = self.routed_expert_down_proj(x)
         w1, w2, w3 = (fake_mxfp4(w) if self.qat else w for w in (self.w1, self.w2, self.w3))
         # Token slots grouped by expert: one gather before the experts and one scatter-add after them.

@@ -182,26 +182,16 @@ def prepare(args):
     return data["ids"], data["mask"], data["offsets"], tok_dir
 
 
-def pack(ids, mask, offsets, order, seq_len, pad):
-    """Whole conversations packed into rows of seq_len tokens, a row starting with a conversation (the ones after
-    it see it, as in the usual packing without document masks); the rest of a row is padding that the loss skips.
-    Conversations longer than a row are left out."""
-    rows, masks = [], []
-    row, rmask = [], []
-    for i in order:
-        a, b = offsets[i], offsets[i + 1]
-        if b - a > seq_len:
-            continue
-        if len(row) + (b - a) > seq_len:
-            rows.append(row + [pad] * (seq_len - len(row)))
-            masks.append(rmask + [0] * (seq_len - len(rmask)))
-            row, rmask = [], []
-        row += ids[a:b].tolist()
-        rmask += mask[a:b].tolist()
-    if row:
-        rows.append(row + [pad] * (seq_len - len(row)))
-        masks.append(rmask + [0] * (seq_len - len(rmask)))
-    return torch.tensor(rows, dtype=torch.long), torch.tensor(masks, dtype=torch.bool)
+def pack(ids, mask, offsets, order, seq_len):
+    """The conversations in the given order, laid end to end and cut into rows of seq_len tokens (the usual packing
+    without document masks: a conversation sees the ones before it in its row, and may run on into the next row).
+    Nothing is padded, so every step trains on seq_len tokens per row."""
+    seq = np.concatenate([ids[offsets[i]:offsets[i + 1]] for i in order])
+    keep = np.concatenate([mask[offsets[i]:offsets[i + 1]] for i in order])
+    n = len(seq) // seq_len
+    rows = torch.from_numpy(seq[:n * seq_len].astype(np.int64)).view(n, seq_len)
+    masks = torch.from_numpy(keep[:n * seq_len].astype(bool)).view(n, seq_len)
+    return rows, masks
 
 
 # ---------------------------------------------------------------------------------------------- training
@@ -226,23 +216,20 @@ def evaluate(model, rows, masks, batch):
 
 
 @torch.no_grad()
-def expert_balance(model, rows, batch, pad):
+def expert_balance(model, rows, batch):
     """Per MoE layer, the busiest expert's share of the routed slots over its fair share (1.0 = perfectly even),
-    on real tokens of the given rows."""
+    on the given rows."""
     counts = [torch.zeros(moe.cfg.experts) for moe in model.moe_layers()]
     hooks = []
     for moe, c in zip(model.moe_layers(), counts):
         def hook(module, inputs, output, c=c):
-            x = inputs[0].reshape(-1, module.cfg.d)[module.token_mask]
+            x = inputs[0].reshape(-1, module.cfg.d)
             s = torch.sigmoid(module.gate(x)) + module.e_score_correction_bias
             c += torch.bincount(s.topk(module.cfg.top_k, dim=-1).indices.reshape(-1), minlength=module.cfg.experts)
         hooks.append(moe.register_forward_hook(hook))
     model.eval()
     for i in range(0, len(rows), batch):
-        x = rows[i:i + batch]
-        for moe in model.moe_layers():
-            moe.token_mask = (x != pad).reshape(-1)
-        model(x)
+        model(rows[i:i + batch])
     model.train()
     for h in hooks:
         h.remove()
@@ -256,9 +243,8 @@ def train(args, ids, mask, offsets):
     random.Random(args.seed).shuffle(order)
     n_val = max(1, n_conv // 50)
     tc = text_config(args.vocab)
-    pad = tc["pad_token_id"]
-    val_rows, val_masks = pack(ids, mask, offsets, order[:n_val], args.seq_len, pad)
-    train_rows, train_masks = pack(ids, mask, offsets, order[n_val:], args.seq_len, pad)
+    val_rows, val_masks = pack(ids, mask, offsets, order[:n_val], args.seq_len)
+    train_rows, train_masks = pack(ids, mask, offsets, order[n_val:], args.seq_len)
     val_rows, val_masks = val_rows[:args.val_rows], val_masks[:args.val_rows]
     log(f"{n_conv} conversations, {int(mask.sum())} completion tokens; {len(train_rows)} training rows of "
         f"{args.seq_len}, {len(val_rows)} validation rows")
@@ -287,7 +273,7 @@ def train(args, ids, mask, offsets):
     logf = open(log_path, "w")
     start = time.time()
     qat_from = int(args.steps * (1 - args.qat_fraction))
-    for step in range(args.steps):
+    for step in range(args.steps if args.stop_after is None else min(args.stop_after, args.steps)):
         warm = min(1.0, (step + 1) / args.warmup)
         frac = step / max(1, args.steps - 1)
         lr = args.lr * warm * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
@@ -298,8 +284,6 @@ def train(args, ids, mask, offsets):
                 moe.qat = True
         pick = torch.randint(len(train_rows), (args.batch,), generator=gen)
         x = train_rows[pick]
-        for moe in model.moe_layers():
-            moe.token_mask = (x[:, :-1] != pad).reshape(-1)
         loss = loss_of(model, x, train_masks[pick])
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -319,7 +303,7 @@ def train(args, ids, mask, offsets):
             eta = (time.time() - start) / (step + 1) * (args.steps - step - 1)
             log(f"step {step + 1}/{args.steps} loss {record['loss']:.3f}" +
                 (f" val {record['val_loss']:.3f}" if "val_loss" in record else "") + f" ({eta / 60:.1f} min left)")
-    balance = expert_balance(model, val_rows, args.batch, pad)
+    balance = expert_balance(model, val_rows, args.batch)
     log(f"busiest expert over its fair share, per MoE layer (validation): {balance}")
     logf.write(json.dumps({"expert_max_over_mean": balance}) + "\n")
     logf.close()
@@ -385,7 +369,9 @@ def main():
     ap.add_argument("--vocab", type=int, default=4096)
     ap.add_argument("--seq-len", type=int, default=512)
     ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--steps", type=int, default=700)
+    ap.add_argument("--steps", type=int, default=980)
+    ap.add_argument("--stop-after", type=int, help="end after this many steps, without export (the schedule stays "
+                    "that of --steps): to check that a run reproduces the first steps of a log")
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--qat-fraction", type=float, default=0.2, help="last part of training with MXFP4 experts")
@@ -396,11 +382,14 @@ def main():
     ap.add_argument("--no-router-bias", action="store_true", help="ablation: no Quantile Balancing bias")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    # Flush subnormals to zero: KDA's factorised chunk decays reach exp(-80) once the gates learn to forget, and
+    # products of such values would otherwise be subnormal, which x86 computes a hundred times slower.
+    torch.set_flush_denormal(True)
     os.makedirs(args.out, exist_ok=True)
     ids, mask, offsets, tok_dir = prepare(args)
     model, tc, log_path = train(args, ids, mask, offsets)
     plot(log_path, os.path.join(args.out, args.name + "loss.png"))
-    if args.export:
+    if args.export and args.stop_after is None:
         export(model, tc, tok_dir, args.export)
         log(f"exported to {args.export}")
 
