@@ -382,12 +382,13 @@ def main():
     ap.add_argument("--no-router-bias", action="store_true", help="ablation: no Quantile Balancing bias")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    # Flush subnormals to zero: KDA's factorised chunk decays reach exp(-80) once the gates learn to forget, and
-    # products of such values would otherwise be subnormal, which x86 computes a hundred times slower.
-    torch.set_flush_denormal(True)
     os.makedirs(args.out, exist_ok=True)
     ids, mask, offsets, tok_dir = prepare(args)
+    # Subnormals flushed to zero while training: KDA's factorised chunk decays reach exp(-80) once the gates learn
+    # to forget, and products of such values would be subnormal, which x86 computes many times slower.
+    torch.set_flush_denormal(True)
     model, tc, log_path = train(args, ids, mask, offsets)
+    torch.set_flush_denormal(False)
     plot(log_path, os.path.join(args.out, args.name + "loss.png"))
     if args.export and args.stop_after is None:
         export(model, tc, tok_dir, args.export)
