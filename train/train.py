@@ -384,8 +384,9 @@ def main():
     torch.set_num_threads(args.threads)
     os.makedirs(args.out, exist_ok=True)
     ids, mask, offsets, tok_dir = prepare(args)
-    # Subnormals flushed to zero while training: KDA's factorised chunk decays reach exp(-80) once the gates learn
-    # to forget, and products of such values would be subnormal, which x86 computes many times slower.
+    # Subnormals flushed to zero while training (FTZ/DAZ): KDA's factorised chunk decays go down to exp(-80), so
+    # products of them can fall below fp32's normal range, where x86 arithmetic takes a slow path; what is lost is
+    # below 1e-38.
     torch.set_flush_denormal(True)
     model, tc, log_path = train(args, ids, mask, offsets)
     torch.set_flush_denormal(False)
