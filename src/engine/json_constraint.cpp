@@ -191,7 +191,7 @@ int64_t ChatJsonConstraint::tokens_to_finish() const {
 
 void ChatJsonConstraint::mask(float* logits, int64_t vocab) {
   if (budget_ > 0 && !finishing_ && phase_ != Phase::kEnd && budget_ - generated_ <= tokens_to_finish() + kFinishSlack)
-    { finishing_ = true; fprintf(stderr, "FINISH at %ld need %ld budget %ld\n", (long)generated_, (long)tokens_to_finish(), (long)budget_); }
+    finishing_ = true;
   switch (phase_) {
     case Phase::kReasoning:
       if (finishing_ || (budget_ > 0 && generated_ >= reasoning_budget_)) {

@@ -316,7 +316,7 @@ int64_t ChatToolConstraint::tokens_to_finish() const {
 
 void ChatToolConstraint::mask(float* logits, int64_t vocab) {
   if (budget_ > 0 && !finishing_ && phase_ != Phase::kEnd && budget_ - generated_ <= tokens_to_finish() + kFinishSlack)
-    { finishing_ = true; fprintf(stderr, "FINISH at %ld need %ld budget %ld\n", (long)generated_, (long)tokens_to_finish(), (long)budget_); }
+    finishing_ = true;
   // Finishing, a value (or free key) ends by its shortest completion, then its <|close|>.
   const auto finish_value = [&](bool done) {
     if (!finishing_) return false;

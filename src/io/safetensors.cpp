@@ -129,14 +129,17 @@ SafetensorsFile::SafetensorsFile(const std::string& path, Residency residency)
     TensorView tv;
     tv.name = name;
     tv.dtype = *dtype;
+    // Every product of the leading dims must fit an int64, as TensorView::numel() multiplies them
+    // in that order: a tensor with a zero dim last has no elements, but [2^32, 2^31, 0] overflowed.
+    constexpr uint64_t kMaxNumel = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
     uint64_t numel = 1;
     bool overflow = false;
     for (const json& d : v["shape"]) {
       uint64_t dim = 0;
       if (!as_u64(d, &dim)) fail(where(), "shape entry ", json_preview(d), " is not a non-negative integer");
-      if (dim > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) overflow = true;
+      if (dim > kMaxNumel) overflow = true;
       tv.shape.push_back(static_cast<int64_t>(dim));
-      if (dim != 0 && numel > std::numeric_limits<uint64_t>::max() / dim) overflow = true;
+      if (dim != 0 && numel > kMaxNumel / dim) overflow = true;
       numel *= dim;
     }
     if (!v.contains("data_offsets") || !v["data_offsets"].is_array() || v["data_offsets"].size() != 2)

@@ -22,6 +22,9 @@ class ChatOutputParser::Machine {
   }
 
   void special(std::string_view tok) {
+    // A special token ends the run of text before it (see route(), kTools).
+    stray_blank_.clear();
+    stray_run_ = false;
     if (stopped_) {
       degraded_ = true;
       return;
@@ -137,7 +140,18 @@ class ChatOutputParser::Machine {
         if (!response_seen_) between_ += t;  // after a response channel, vLLM keeps only its body
         return;
       case State::kTools: case State::kCall:
-        if (!markup && utf8::is_blank(t)) return;
+        // Whitespace between tags is layout and dropped; a run of text between two special
+        // tokens that is not all whitespace is stray text, kept whole as content.  The run may
+        // arrive in pieces (token by token), so its blank beginning waits until the run shows
+        // which it is: streamed or not, the message is the same.
+        if (!markup && !stray_run_) {
+          stray_blank_ += t;
+          if (utf8::is_blank(stray_blank_)) return;
+          stray_run_ = true;
+          degraded_ = true;
+          add_content(std::exchange(stray_blank_, ""));
+          return;
+        }
         degraded_ = true;
         add_content(t);
         return;
@@ -349,6 +363,10 @@ class ChatOutputParser::Machine {
   bool response_seen_ = false, tools_seen_ = false, think_reopened_ = false;
   std::string reasoning_, content_, held_, between_;
   bool content_nonblank_ = false;
+  // The run of text since the last special token, in the tools channel or a call: its blank
+  // beginning (stray_blank_) until a non-blank piece makes it stray text (stray_run_).
+  std::string stray_blank_;
+  bool stray_run_ = false;
   Call call_;
   std::string arg_key_, arg_type_, arg_value_;
   std::vector<ParsedToolCall> calls_;

@@ -7,6 +7,10 @@ namespace {
 
 bool is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
 bool is_hex(uint8_t c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+uint16_t hex_value(uint8_t c) { return is_digit(c) ? c - '0' : (c | 0x20) - 'a' + 10; }
+
+// UTF-16 surrogates, as \u escapes write the code points above U+FFFF.
+constexpr uint16_t kHighFirst = 0xD800, kLowFirst = 0xDC00, kLowLast = 0xDFFF;
 
 constexpr std::string_view kLiterals[3] = {"true", "false", "null"};
 
@@ -105,14 +109,32 @@ bool JsonValidator::string_byte(uint8_t c) {
   if (escape_ == 1) {  // after a backslash
     if (c == 'u') {
       escape_ = 5;  // four hex digits to come: 5, 4, 3, 2
+      unit_ = 0;
       return true;
     }
+    if (low_next_) return false;  // only \u of a low surrogate may follow a high one
     escape_ = 0;
     return c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' || c == 'r' || c == 't';
   }
   if (escape_ > 1) {
     if (!is_hex(c)) return false;
+    unit_ = static_cast<uint16_t>(unit_ << 4 | hex_value(c));
     escape_ = escape_ == 2 ? 0 : escape_ - 1;
+    // The escapes of UTF-16 surrogates must pair, a high one (D800-DBFF) and then at once a low
+    // one (DC00-DFFF): nlohmann's parser, which reads the text back (tool-call arguments, tests),
+    // refuses a lone one.  Refused at the first hex digit that rules every pairing out, so that
+    // every accepted prefix still has a valid continuation.
+    const int shift = escape_ == 0 ? 0 : 4 * (escape_ - 1);  // bits of the digits still to come
+    const uint32_t lo = uint32_t{unit_} << shift, hi = lo | ((1u << shift) - 1);
+    const bool can_be_low = hi >= kLowFirst && lo <= kLowLast;
+    const bool can_be_other = lo < kLowFirst || hi > kLowLast;
+    if (!(low_next_ ? can_be_low : can_be_other)) return false;
+    if (escape_ == 0) low_next_ = !low_next_ && unit_ >= kHighFirst && unit_ < kLowFirst;
+    return true;
+  }
+  if (low_next_) {  // a high surrogate's escape: its low one must follow
+    if (c != '\\') return false;
+    escape_ = 1;
     return true;
   }
   if (c == '"') {

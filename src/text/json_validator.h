@@ -11,7 +11,8 @@
 // a number whose integer digits and exponent put it at 10^308 or above is refused, a
 // conservative bound that also refuses e.g. 0e308), the literals true / false / null, and
 // nesting up to kMaxDepth.
-// Not checked: duplicate keys, or \u surrogate pairing (both are valid JSON text).
+// Escapes of UTF-16 surrogates must pair (\uD83D\uDE00): a lone one is refused, as nlohmann's
+// parser refuses it.  Not checked: duplicate keys (valid JSON text).
 //
 // Two limits keep a constrained generation from running away: whitespace outside strings comes
 // in runs of at most kMaxWhitespaceRun bytes, and with object_only the document must be an object.
@@ -90,6 +91,8 @@ class JsonValidator {
   uint8_t lit_ = 0;        // literal: which one (0 true, 1 false, 2 null) ...
   uint8_t lit_pos_ = 0;    // ... and how many of its bytes were read
   uint8_t escape_ = 0;     // string: 1 after '\', 2..5 = hex digits of \u still to come + 1
+  bool low_next_ = false;  // string: a high surrogate's \u escape ended; a low one must follow
+  uint16_t unit_ = 0;      // string: the hex digits of the current \u escape so far
   utf8::Checker utf8_;     // string: UTF-8 well-formedness
   uint8_t ws_run_ = 0;
   int depth_ = 0;

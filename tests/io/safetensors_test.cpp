@@ -113,6 +113,10 @@ TEST(Safetensors, MalformedHeadersGiveClearErrors) {
       {"entry not object", R"({"a":5})", 0, 0, "entry is not an object"},
       {"huge shape", R"({"a":{"dtype":"F32","shape":[4294967296,4294967296,16],"data_offsets":[0,4]}})", 4, 0,
        "too large"},
+      // Zero elements, but TensorView::numel() multiplies in int64 and overflowed on the first two
+      // dims (2^63): found by fuzz/safetensors_fuzz.cpp.
+      {"empty tensor with a huge shape", R"({"a":{"dtype":"F32","shape":[4294967296,2147483648,0],"data_offsets":[0,0]}})",
+       0, 0, "too large"},
       {"non-string metadata", R"({"__metadata__":{"format":123},"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})",
        1, 0, "__metadata__ value \"format\" is 123, expected a string"},
       {"metadata not an object", R"({"__metadata__":[1]})", 0, 0, "__metadata__ is an array of 1 entry"},

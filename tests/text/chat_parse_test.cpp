@@ -284,6 +284,29 @@ TEST(ChatParseAdversarial, UnclosedThinkChannelIsReasoningStreamedOrNot) {
   }
 }
 
+// Stray text inside the tools channel or a call is content, whole, whether it arrives in one
+// piece or token by token; only a run between two tags that is all whitespace is dropped.
+// (Streamed byte by byte, the spaces inside "{\"a\": [1, 2]}" used to be dropped, one blank
+// piece at a time: found by fuzz/output_parser_fuzz.cpp.)
+TEST(ChatParseAdversarial, StrayTextInToolsIsKeptWholeStreamedOrNot) {
+  const std::string text =
+      "<|close|>think<|sep|><|open|>response<|sep|>ok<|close|>response<|sep|><|open|>tools<|sep|>\n"
+      "<|open|>call tool=\"f\" index=\"1\"<|sep|> {\"a\": [1, 2]} <|close|>call<|sep|>\n \n"
+      "<|close|>tools<|sep|><|close|>message<|sep|><|end_of_msg|>";
+  const ParsedChatMessage whole = parse(text);
+  EXPECT_TRUE(whole.degraded);
+  EXPECT_EQ(whole.content, std::optional<std::string>("ok {\"a\": [1, 2]} "));
+  ASSERT_EQ(whole.tool_calls.size(), 1u);
+  EXPECT_EQ(whole.tool_calls[0].arguments, "{}");
+  Streamed s;
+  ChatParserOptions o;
+  o.parse_tools = true;
+  const ParsedChatMessage streamed = parse_streamed(text, o, s);
+  EXPECT_EQ(streamed.content, whole.content);
+  EXPECT_EQ(s.content, *whole.content);
+  EXPECT_EQ(streamed.tool_calls.size(), 1u);
+}
+
 TEST(ChatParseAdversarial, GarbageNeverThrows) {
   const std::vector<std::string> inputs = {
       "", "<|sep|>", "<|close|>", "<|open|>", "<|end_of_msg|>", "<|end_of_msg|>after", "<|open|><|open|><|sep|><|sep|>",

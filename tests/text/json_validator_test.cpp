@@ -29,6 +29,24 @@ TEST(JsonValidator, HandPickedDocuments) {
     EXPECT_FALSE(accepts(bad)) << bad;
     EXPECT_FALSE(nlohmann::json::accept(bad)) << bad;
   }
+  // \u escapes of UTF-16 surrogates pair, as nlohmann requires (a lone one used to pass, so
+  // response_format output and tool arguments could fail to parse back: found by
+  // fuzz/json_schema_fuzz.cpp); a prefix is refused as soon as no pairing can follow.
+  for (const char* ok : {"\"\\ud83d\\ude00\"", "\"\\uDBFF\\uDFFFx\\uD7FF\\uE000\"", "{\"\\uD800\\uDC00\": 1}"}) {
+    EXPECT_TRUE(accepts(ok)) << ok;
+    EXPECT_TRUE(nlohmann::json::accept(ok)) << ok;
+  }
+  for (const char* bad : {"\"\\ud83d\"", "\"\\ude00\"", "\"\\ud83dx\"", "\"\\ud83d\\n\"", "\"\\ud83d\\ud83d\"",
+                          "\"\\ude00\\ud83d\"", "{\"\\uDC00\": 1}"}) {
+    EXPECT_FALSE(accepts(bad)) << bad;
+    EXPECT_FALSE(nlohmann::json::accept(bad)) << bad;
+  }
+  for (const char* dead : {"\"\\udc", "\"\\ud83d\\u0", "\"\\ud83d\\ud8", "\"\\ud83d\\\""}) {
+    JsonValidator v;
+    EXPECT_FALSE(v.feed(std::string_view(dead))) << dead;
+  }
+  JsonValidator high;
+  EXPECT_TRUE(high.feed(std::string_view("\"\\ud83d\\ud")));
   // Numbers that overflow a double are refused, as nlohmann refuses them (the bound is
   // conservative: 10^308 and up, whatever the fraction says).
   for (const char* ok : {"1e307", "9.99e307", "-1e307", "1e-400", "0.5e-9999", "12345678901234567890e287"}) {
@@ -61,9 +79,9 @@ std::string random_doc(std::mt19937& g, int depth) {
   const auto ws = [&] { return std::string(g() % 3, " \n\t"[g() % 3]); };
   const auto str = [&] {
     static const char* pieces[] = {"a", "Z", " ", "\\n", "\\\"", "\\\\", "\\u00e9", "\\u20AC", "\xc3\xa9", "\xe2\x82\xac",
-                                   "\xf0\x9f\x98\x80", "/", "\\/"};
+                                   "\xf0\x9f\x98\x80", "/", "\\/", "\\ud83d\\uDE00"};
     std::string s = "\"";
-    for (int i = g() % 5; i > 0; --i) s += pieces[g() % 13];
+    for (int i = g() % 5; i > 0; --i) s += pieces[g() % 14];
     return s + "\"";
   };
   switch (depth <= 0 ? g() % 4 : g() % 6) {
