@@ -30,3 +30,21 @@
 // turned into the pragma's text; GCC takes a list of target strings).
 #define K3_ISA_PRAGMA_(...) _Pragma(#__VA_ARGS__)
 #define K3_ISA_PRAGMA_TARGET(...) K3_ISA_PRAGMA_(GCC target(__VA_ARGS__))
+
+// Clang (the fuzz build, fuzz/) ignores #pragma GCC target and would then refuse the level's
+// intrinsics.  Its equivalent puts the target attribute on every function declared in the region
+// (member functions, templates and lambdas included): one feature string per level, without
+// GCC's tuning option prefer-vector-width (the attribute refuses it).
+#define K3_ISA_CLANG_TARGET_AVX2 "avx2,fma,f16c"
+#define K3_ISA_CLANG_TARGET_AVX512 K3_ISA_CLANG_TARGET_AVX2 ",avx512f,avx512bw,avx512vl,avx512dq"
+#define K3_ISA_CLANG_TARGET_AVX512BF16 K3_ISA_CLANG_TARGET_AVX512 ",avx512bf16"
+#define K3_ISA_CLANG_TARGET_AMX K3_ISA_CLANG_TARGET_AVX512BF16 ",amx-tile,amx-bf16"
+#define K3_ISA_PRAGMA_CLANG_TARGET(features) \
+  K3_ISA_PRAGMA_(clang attribute push(__attribute__((target(features))), apply_to = function))
+
+// Opens the region of a level (AVX2, AVX512, AVX512BF16 or AMX) in isa_begin.h.
+#if defined(__clang__)
+#define K3_ISA_REGION_TARGET(LEVEL) K3_ISA_PRAGMA_CLANG_TARGET(K3_ISA_CLANG_TARGET_##LEVEL)
+#else
+#define K3_ISA_REGION_TARGET(LEVEL) K3_ISA_PRAGMA_TARGET(K3_ISA_TARGET_##LEVEL)
+#endif

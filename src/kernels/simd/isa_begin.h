@@ -21,18 +21,20 @@
 #include "base/numeric_types.h"
 #include "kernels/simd/isa.h"
 
+#if !defined(__clang__)  // (clang: isa.h's K3_ISA_REGION_TARGET pushes an attribute region instead)
 #pragma GCC push_options
 // GCC 12 warns about deliberately undefined lanes inside its own AVX-512 intrinsic headers.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #if K3_ISA_LEVEL == K3_ISA_AVX2
-K3_ISA_PRAGMA_TARGET(K3_ISA_TARGET_AVX2)
+K3_ISA_REGION_TARGET(AVX2)
 #define K3_ISA_NS avx2
 #include "kernels/simd/avx2.h"
 namespace k3::avx2 {
 using Vec = simd::Avx2;
 }
 #elif K3_ISA_LEVEL == K3_ISA_AVX512
-K3_ISA_PRAGMA_TARGET(K3_ISA_TARGET_AVX512)
+K3_ISA_REGION_TARGET(AVX512)
 #define K3_ISA_NS avx512
 #include "kernels/simd/avx512.h"
 namespace k3::avx512 {
@@ -41,10 +43,10 @@ using Vec = simd::Avx512;
 // The AVX-512 extensions: kernels written for them alone, with no vector type (a vector type's
 // inline functions compiled under more than one target would leave the linker a choice).
 #elif K3_ISA_LEVEL == K3_ISA_AVX512BF16
-K3_ISA_PRAGMA_TARGET(K3_ISA_TARGET_AVX512BF16)
+K3_ISA_REGION_TARGET(AVX512BF16)
 #define K3_ISA_NS avx512
 #elif K3_ISA_LEVEL == K3_ISA_AMX
-K3_ISA_PRAGMA_TARGET(K3_ISA_TARGET_AMX)
+K3_ISA_REGION_TARGET(AMX)
 #define K3_ISA_NS amx
 #else
 #error "unknown K3_ISA_LEVEL"
