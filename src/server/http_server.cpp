@@ -83,6 +83,16 @@ bool needs_key(const std::string& path) {
   return path.rfind("/v1/", 0) == 0 || path == "/tokenize" || path == "/detokenize";
 }
 
+// The API request ledger (metrics.h) of the request this HTTP worker thread is serving: httplib
+// serves a request on one thread from its routing (the pre-routing handler) through its error
+// handler to its log line, which ends the entry.  received: counted as received; settled: its
+// outcome is counted, or left to its stream's end (the content provider's releaser).
+struct LedgerEntry {
+  bool received = false;
+  bool settled = false;
+};
+thread_local LedgerEntry t_ledger;
+
 // Whether an Authorization header carries `key` as a bearer token.  The scheme is
 // case-insensitive (RFC 9110 11.1: "bearer KEY" was refused as an invalid key) and may be
 // followed by several spaces; the key is compared in constant time.
@@ -267,6 +277,10 @@ class HttpServer {
   using BodyHandler = std::function<void(const httplib::Request&, const std::string& body, httplib::Response&)>;
   httplib::Server::HandlerWithContentReader api_body(BodyHandler f);
   void require_ready() const;
+  // The ledger (metrics.h): an API request's arrival, and its outcome from its status (499:
+  // cancelled, >= 400: rejected, else completed), each counted once.
+  void receive(const httplib::Request& q);
+  void settle(const httplib::Request& q, int status);
   void generate(Endpoint endpoint, const httplib::Request& req, const std::string& text, httplib::Response& res);
   static bool stream_choices(const std::vector<std::shared_ptr<GenerationJob>>& jobs, bool usage,
                              httplib::DataSink& sink);
@@ -293,12 +307,36 @@ void HttpServer::answer(httplib::Response& res, const std::function<void()>& f) 
   } catch (const std::exception& e) {
     send_error(res, 500, cat("internal error: ", e.what()));
   }
-  if (res.status >= 400) host_.metrics().count_rejected(res.status);
+}
+
+void HttpServer::receive(const httplib::Request& q) {
+  t_ledger = LedgerEntry{};
+  if (!needs_key(q.path)) return;
+  t_ledger.received = true;
+  host_.metrics().count_received();
+}
+
+void HttpServer::settle(const httplib::Request& q, int status) {
+  if (!needs_key(q.path) || t_ledger.settled) return;
+  // A request httplib refused before routing (400 unparsable headers, 414) never reached the
+  // pre-routing handler: it is received and rejected here.
+  if (!t_ledger.received) {
+    t_ledger.received = true;
+    host_.metrics().count_received();
+  }
+  t_ledger.settled = true;
+  if (status == 499)
+    host_.metrics().count_cancelled();
+  else if (status >= 400)
+    host_.metrics().count_rejected(status);
+  else
+    host_.metrics().count_completed();
 }
 
 httplib::Server::Handler HttpServer::api(std::function<void(const httplib::Request&, httplib::Response&)> f) {
   return [this, f = std::move(f)](const httplib::Request& req, httplib::Response& res) {
     answer(res, [&] { f(req, res); });
+    settle(req, res.status);
   };
 }
 
@@ -306,6 +344,7 @@ httplib::Server::HandlerWithContentReader HttpServer::api_body(BodyHandler f) {
   return [this, f = std::move(f)](const httplib::Request& req, httplib::Response& res,
                                   const httplib::ContentReader& reader) {
     answer(res, [&] { f(req, read_body(req, res, reader, opt_.max_body_bytes), res); });
+    settle(req, res.status);  // a stream was settled by generate(): its end counts it
   };
 }
 
@@ -387,15 +426,22 @@ void HttpServer::generate(Endpoint endpoint, const httplib::Request& req, const 
   }
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
-  res.set_chunked_content_provider("text/event-stream", [jobs, usage = params.include_usage](size_t, httplib::DataSink& sink) {
-    // Nothing may leave the provider (httplib calls it outside its handlers' try): what
-    // stream_choice() cannot turn into an error event just ends the connection.
-    try {
-      return stream_choices(jobs, usage, sink);
-    } catch (...) {
-      return false;
-    }
-  });
+  // The request is settled when its response is destroyed (httplib calls the releaser then, with
+  // whether the provider finished): completed after [DONE], cancelled when the stream broke off.
+  ServerMetrics* metrics = &host_.metrics();
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [jobs, usage = params.include_usage](size_t, httplib::DataSink& sink) {
+        // Nothing may leave the provider (httplib calls it outside its handlers' try): what
+        // stream_choice() cannot turn into an error event just ends the connection.
+        try {
+          return stream_choices(jobs, usage, sink);
+        } catch (...) {
+          return false;
+        }
+      },
+      [metrics](bool finished) { finished ? metrics->count_completed() : metrics->count_cancelled(); });
+  t_ledger.settled = true;  // by the releaser, not by the handler's status
 }
 
 // The SSE body of a streaming request; false when it did not finish (the connection then ends).
@@ -616,6 +662,12 @@ void HttpServer::routes() {
   // Statuses httplib sets itself (404 unknown path, 400 unparsable request, 414 request line too
   // long) get the envelope too.
   svr_.set_error_handler([this](const httplib::Request& q, httplib::Response& r) {
+    // 499: a non-streamed request whose client hung up; nobody reads an answer (the ledger counted
+    // it as cancelled).
+    if (r.status == 499) return;
+    // Every error answer to an API path settles it as rejected (a no-op for those answer() and
+    // the handlers settled already): 405 and 404 too.
+    settle(q, r.status);
     if (!r.body.empty()) return;
     std::string msg, code;
     switch (r.status) {
@@ -629,7 +681,6 @@ void HttpServer::routes() {
       default: msg = cat("HTTP ", r.status); break;
     }
     send_error(r, r.status, msg, "", code);
-    if (needs_key(q.path)) host_.metrics().count_rejected(r.status);
   });
   svr_.set_exception_handler([](const httplib::Request&, httplib::Response& r, std::exception_ptr ep) {
     std::string what = "unknown";
@@ -642,16 +693,21 @@ void HttpServer::routes() {
     send_error(r, 500, cat("internal error: ", what));
   });
   svr_.set_pre_routing_handler([this](const httplib::Request& q, httplib::Response& r) {
+    receive(q);
     if (opt_.api_key.empty() || !needs_key(q.path)) return httplib::Server::HandlerResponse::Unhandled;
     const std::string auth = q.get_header_value("Authorization");
     if (bearer_matches(auth, opt_.api_key)) return httplib::Server::HandlerResponse::Unhandled;
     r.set_header("WWW-Authenticate", "Bearer");
     send_error(r, 401, auth.empty() ? "missing API key: send Authorization: Bearer <key>" : "invalid API key", "",
                "invalid_api_key");
-    host_.metrics().count_rejected(401);
+    settle(q, 401);
     return httplib::Server::HandlerResponse::Handled;
   });
-  svr_.set_logger([](const httplib::Request& q, const httplib::Response& r) {
+  // The log line ends the request on this thread: one the routes left unsettled (OPTIONS: 204) is
+  // settled by its status, and the ledger entry is cleared for the connection's next request.
+  svr_.set_logger([this](const httplib::Request& q, const httplib::Response& r) {
+    if (t_ledger.received && !t_ledger.settled) settle(q, r.status);
+    t_ledger = LedgerEntry{};
     log_info(q.method, " ", q.path, " -> ", r.status);
   });
 }

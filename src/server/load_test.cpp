@@ -26,16 +26,12 @@ constexpr const char* kUrlShape = "http://HOST[:PORT] or https://HOST[:PORT]";
 constexpr const char* kUrlShape = "http://HOST[:PORT]";
 #endif
 
-struct LoadTarget {
-  bool https = false;
-  std::string host;  // without the brackets of an IPv6 literal
-  int port = 0;
-};
-
 // Parsed here rather than by httplib::Client(url): that constructor throws std::invalid_argument
 // for an unknown scheme (an "internal error" to the CLI) and quietly turns anything else it cannot
 // parse (no scheme, a bad port, an unclosed '[') into a host name that then just fails to connect.
-LoadTarget parse_url(const std::string& url) {
+}  // namespace
+
+LoadTarget parse_load_target(const std::string& url) {
   const auto bad = [&url](const std::string& why) {
     fail("the server URL '", url, "' is not valid: ", why, " (expected ", kUrlShape, ")");
   };
@@ -99,12 +95,14 @@ LoadTarget parse_url(const std::string& url) {
   return e;
 }
 
-std::unique_ptr<httplib::ClientImpl> make_client(const LoadTarget& e) {
+std::unique_ptr<httplib::ClientImpl> make_load_client(const LoadTarget& e) {
 #ifdef CPPHTTPLIB_OPENSSL_SUPPORT
   if (e.https) return std::make_unique<httplib::SSLClient>(e.host, e.port);
 #endif
   return std::make_unique<httplib::ClientImpl>(e.host, e.port);
 }
+
+namespace {
 
 httplib::Headers auth_headers(const LoadTestOptions& o) {
   httplib::Headers h;
@@ -131,11 +129,14 @@ std::string error_detail(const std::string& body) {
   return detail;
 }
 
-// "HTTP 401: invalid API key", or "HTTP 502" when the body says nothing.
+}  // namespace
+
 std::string describe_http_failure(int status, const std::string& body) {
   const std::string detail = error_detail(body);
   return detail.empty() ? cat("HTTP ", status) : cat("HTTP ", status, ": ", detail);
 }
+
+namespace {
 
 std::string describe_no_answer(httplib::Error err) {
   return cat("no answer (httplib error: ", httplib::to_string(err), ")");
@@ -149,7 +150,7 @@ struct OneResult {
 };
 
 OneResult one_request(const LoadTestOptions& o, const LoadTarget& ep, int index) {
-  const std::unique_ptr<httplib::ClientImpl> cli = make_client(ep);
+  const std::unique_ptr<httplib::ClientImpl> cli = make_load_client(ep);
   cli->set_connection_timeout(30);
   cli->set_read_timeout(600);
   ojson body = {{"prompt", cat(o.prompt, " (request ", index, ")")},
@@ -250,10 +251,10 @@ void validate(const LoadTestOptions& o) {
 }  // namespace
 
 std::vector<LoadTestLevel> run_load_test(const LoadTestOptions& o) {
-  const LoadTarget ep = parse_url(o.url);
+  const LoadTarget ep = parse_load_target(o.url);
   validate(o);
   {
-    const std::unique_ptr<httplib::ClientImpl> cli = make_client(ep);
+    const std::unique_ptr<httplib::ClientImpl> cli = make_load_client(ep);
     // httplib waits 300 s for a connection by default: too long for a "is it up" probe.
     cli->set_connection_timeout(10);
     cli->set_read_timeout(60);

@@ -6,10 +6,29 @@
 // keeps the first failure's reason so a bad key or model id is visible, not just a count.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
+namespace httplib {
+class ClientImpl;
+}  // namespace httplib
+
 namespace k3::server {
+
+// A server base URL, http[s]://HOST[:PORT], taken apart (shared with the soak, soak.h).
+struct LoadTarget {
+  bool https = false;
+  std::string host;  // without the brackets of an IPv6 literal
+  int port = 0;
+};
+// Throws k3::Error naming what is wrong with `url` (no scheme, a path, a bad port, ...).
+LoadTarget parse_load_target(const std::string& url);
+// An HTTP(S) client for the target (httplib's defaults: set its timeouts).
+std::unique_ptr<httplib::ClientImpl> make_load_client(const LoadTarget& target);
+// "HTTP 401: invalid API key" (the OpenAI envelope's error.message, else the body's start), or
+// "HTTP 502" when the body says nothing.
+std::string describe_http_failure(int status, const std::string& body);
 
 struct LoadTestOptions {
   std::string url = "http://127.0.0.1:8000";

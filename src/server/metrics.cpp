@@ -1,5 +1,7 @@
 #include "server/metrics.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 
 namespace k3::server {
@@ -56,6 +58,23 @@ void ServerMetrics::count_finish(const std::string& reason) {
   ++finished_[reason];
 }
 
+void ServerMetrics::count_received() { received_.fetch_add(1, std::memory_order_relaxed); }
+void ServerMetrics::count_completed() { completed_.fetch_add(1, std::memory_order_relaxed); }
+void ServerMetrics::count_cancelled() { cancelled_.fetch_add(1, std::memory_order_relaxed); }
+
+uint64_t process_resident_bytes() {
+  // statm: size resident shared text lib data dt, in pages.  One read of a small proc file: cheap
+  // enough for every scrape.
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  unsigned long long size = 0, resident = 0;
+  const int got = std::fscanf(f, "%llu %llu", &size, &resident);
+  std::fclose(f);
+  const long page = sysconf(_SC_PAGESIZE);
+  if (got != 2 || page <= 0) return 0;
+  return static_cast<uint64_t>(resident) * static_cast<uint64_t>(page);
+}
+
 void ServerMetrics::count_rejected(int status) {
   std::lock_guard<std::mutex> lock(mu_);
   ++rejected_[status];
@@ -80,6 +99,17 @@ std::string ServerMetrics::render(const SchedulerStats* stats, uint64_t memory_b
            "# TYPE k3_requests_rejected_total counter\n";
     for (const auto& [status, n] : rejected_) out += cat("k3_requests_rejected_total{status=\"", status, "\"} ", n, "\n");
   }
+  // Read after the rejections: a request settled between the reads can only make the settled
+  // side look short, never received look short (they are read received last).
+  scalar(out, "k3_api_requests_completed_total", "counter", "API requests answered in full (2xx).",
+         static_cast<double>(completed_.load()));
+  scalar(out, "k3_api_requests_cancelled_total", "counter", "API requests whose client went away before the answer.",
+         static_cast<double>(cancelled_.load()));
+  scalar(out, "k3_api_requests_total", "counter",
+         "API requests received (= completed + cancelled + rejected once none is in flight).",
+         static_cast<double>(received_.load()));
+  scalar(out, "k3_process_resident_memory_bytes", "gauge", "Resident memory of the server process.",
+         static_cast<double>(process_resident_bytes()));
   ttft.render(out, "k3_time_to_first_token_seconds", "Seconds from request arrival to its first generated token.");
   per_token.render(out, "k3_time_per_output_token_seconds", "Seconds between consecutive generated tokens of a request.");
   scalar(out, "k3_cache_bytes", "gauge", "Bytes of sequence states and MLA caches held now.",
