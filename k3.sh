@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # k3's front door.  Both commands install what is missing (Debian packages only), build, and then:
 #   ./k3.sh run    run k3's main job on its built-in default model (the small K3 trained by train/, in models/)
-#   ./k3.sh test   run the whole test suite, then again built with AddressSanitizer + UBSan
+#   ./k3.sh test   run the whole test suite, then again built with AddressSanitizer + UBSan, then
+#                  replay the fuzz corpora and fuzz every parser briefly (scripts/fuzz.sh)
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -38,6 +39,8 @@ case "$mode" in
       -DK3_SANITIZE=ON -DK3_BUILD_TESTS=ON
     (cd build-asan && ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
       ctest -j "$jobs" --output-on-failure)
+    echo "== the fuzz targets (clang, ASan + UBSan): every corpus replayed, then 5 s of fuzzing each"
+    bash scripts/fuzz.sh --replay 5
     ;;
   *)
     echo "usage: ./k3.sh run [extra chat args] | ./k3.sh test" >&2
