@@ -67,7 +67,10 @@ class Binder {
       return m;
     }
     used.insert(scale->name);
-    bool ok = check_shape(*packed, {rows, cols / 2}) & check_shape(*scale, {rows, cols / 32});
+    // Both shapes are checked (each reports its own mismatch) before they are combined.
+    const bool packed_ok = check_shape(*packed, {rows, cols / 2});
+    const bool scale_ok = check_shape(*scale, {rows, cols / 32});
+    bool ok = packed_ok && scale_ok;
     if (packed->dtype != DType::kU8) ok = wrong_dtype(*packed, "U8");
     if (scale->dtype != DType::kU8) ok = wrong_dtype(*scale, "U8");
     if (!ok) return m;
