@@ -1,6 +1,6 @@
 // The HTTP API's request handling up to the point where a generation would start
-// (server/http_server.cpp, HttpServer::generate): the body is parsed and bounded as parse_body
-// does (an empty body, nesting past kMaxJsonDepth and non-objects are 400s), then, with a loaded
+// (server/http_server.cpp, HttpServer::generate): the body is parsed and bounded by
+// parse_request_body (an empty body, nesting past kMaxJsonDepth and non-objects are 400s), then, with a loaded
 // engine, the same calls as generate(): check_model_field, parse_generation_params, and
 // prepare_chat (messages validated, images decoded, the XTML prompt rendered and tokenized, tool
 // schemas compiled) or prepare_completion, and the response_format / tool_choice conflict check.
@@ -52,21 +52,6 @@ EngineHost& host() {
   return *loaded;
 }
 
-// As parse_body in http_server.cpp.
-ojson parse_body(std::string_view text) {
-  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos)
-    throw ApiError(400, "the request body is empty", "", "invalid_json");
-  if (json_nests_deeper_than(text)) throw ApiError(400, "the request body nests too deep", "", "invalid_json");
-  ojson body;
-  try {
-    body = py_json_parse(text);
-  } catch (const Error& e) {
-    throw ApiError(400, cat("the request body is not valid JSON: ", e.what()), "", "invalid_json");
-  }
-  if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object", "", "invalid_json");
-  return body;
-}
-
 void check_accepted(const GenerationParams& params, const PreparedPrompt& prompt) {
   const EngineHost& h = host();
   K3_FUZZ_ASSERT(!prompt.tokens.empty() && static_cast<int64_t>(prompt.tokens.size()) < h.context_tokens(),
@@ -101,7 +86,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ImageLimits limits;
   limits.max_pixels = 64 * 64;
   try {
-    const ojson body = parse_body(text);
+    const ojson body = parse_request_body(text);
     check_model_field(body, kServedName);
     GenerationParams params = parse_generation_params(body, endpoint);
     PreparedPrompt prompt;

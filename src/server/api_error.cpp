@@ -22,4 +22,23 @@ ojson error_envelope(int status, const std::string& message, const std::string& 
   return ojson{{"error", std::move(e)}};
 }
 
+ojson parse_request_body(std::string_view text) {
+  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos)
+    throw ApiError(400, "the request body is empty: send a JSON object", "", "invalid_json");
+  if (json_nests_deeper_than(text))
+    throw ApiError(400, cat("the request body nests arrays or objects more than ", kMaxJsonDepth, " levels deep"), "",
+                   "invalid_json");
+  // py_json_parse, not ojson::parse: that one searches an object's keys linearly for each new
+  // key (a body of tens of thousands of keys holds a worker for seconds) and stops at a NUL
+  // byte, silently dropping the rest of the body.
+  ojson body;
+  try {
+    body = py_json_parse(text);
+  } catch (const Error& e) {
+    throw ApiError(400, cat("the request body is not valid JSON: ", e.what()), "", "invalid_json");
+  }
+  if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object", "", "invalid_json");
+  return body;
+}
+
 }  // namespace k3::server

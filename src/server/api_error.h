@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "base/error.h"
 #include "text/py_json.h"
@@ -26,5 +27,10 @@ class ApiError : public Error {
 const char* error_type(int status);
 ojson error_envelope(int status, const std::string& message, const std::string& param = "",
                      const std::string& code = "");
+
+// An API request's body as a JSON object, whatever the Content-Type says (curl's default is
+// form-urlencoded); ApiError 400 "invalid_json" when it is empty, nests deeper than
+// kMaxJsonDepth, is not JSON or is not an object.
+ojson parse_request_body(std::string_view text);
 
 }  // namespace k3::server

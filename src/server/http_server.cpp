@@ -59,26 +59,6 @@ void send_error(httplib::Response& res, int status, const std::string& message, 
 
 using Writer = std::function<bool(std::string_view)>;
 
-// The body is JSON whatever the Content-Type says (curl's default is form-urlencoded).
-ojson parse_body(const std::string& text) {
-  if (text.find_first_not_of(" \t\r\n") == std::string::npos)
-    throw ApiError(400, "the request body is empty: send a JSON object", "", "invalid_json");
-  if (json_nests_deeper_than(text))
-    throw ApiError(400, cat("the request body nests arrays or objects more than ", kMaxJsonDepth, " levels deep"), "",
-                   "invalid_json");
-  // py_json_parse, not ojson::parse: that one searches an object's keys linearly for each new
-  // key (a body of tens of thousands of keys holds a worker for seconds) and stops at a NUL
-  // byte, silently dropping the rest of the body.
-  ojson body;
-  try {
-    body = py_json_parse(text);
-  } catch (const Error& e) {
-    throw ApiError(400, cat("the request body is not valid JSON: ", e.what()), "", "invalid_json");
-  }
-  if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object", "", "invalid_json");
-  return body;
-}
-
 bool needs_key(const std::string& path) {
   return path.rfind("/v1/", 0) == 0 || path == "/tokenize" || path == "/detokenize";
 }
@@ -370,7 +350,7 @@ ojson HttpServer::model_card() const {
 void HttpServer::generate(Endpoint endpoint, const httplib::Request& req, const std::string& text,
                           httplib::Response& res) {
   const Clock::time_point arrival = Clock::now();
-  const ojson body = parse_body(text);
+  const ojson body = parse_request_body(text);
   require_ready();
   check_model_field(body, opt_.engine.served_name);
   GenerationParams params = parse_generation_params(body, endpoint);
@@ -514,7 +494,7 @@ ojson HttpServer::combined_usage(const std::vector<std::shared_ptr<GenerationJob
 }
 
 void HttpServer::tokenize(const std::string& text, httplib::Response& res) {
-  const ojson body = parse_body(text);
+  const ojson body = parse_request_body(text);
   require_ready();
   check_model_field(body, opt_.engine.served_name);
   PreparedPrompt p;
@@ -535,7 +515,7 @@ void HttpServer::tokenize(const std::string& text, httplib::Response& res) {
 }
 
 void HttpServer::detokenize(const std::string& text, httplib::Response& res) {
-  const ojson body = parse_body(text);
+  const ojson body = parse_request_body(text);
   require_ready();
   check_model_field(body, opt_.engine.served_name);
   if (!body.contains("tokens") || !body["tokens"].is_array())

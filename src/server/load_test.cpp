@@ -102,13 +102,13 @@ std::unique_ptr<httplib::ClientImpl> make_load_client(const LoadTarget& e) {
   return std::make_unique<httplib::ClientImpl>(e.host, e.port);
 }
 
-namespace {
-
-httplib::Headers auth_headers(const LoadTestOptions& o) {
+httplib::Headers bearer_auth(const std::string& api_key) {
   httplib::Headers h;
-  if (!o.api_key.empty()) h.emplace("Authorization", "Bearer " + o.api_key);
+  if (!api_key.empty()) h.emplace("Authorization", "Bearer " + api_key);
   return h;
 }
+
+namespace {
 
 // The OpenAI envelope's error.message (or a string `error`), else the start of the body, on one
 // line; "" for an empty body.
@@ -164,7 +164,7 @@ OneResult one_request(const LoadTestOptions& o, const LoadTarget& ep, int index)
   req.method = "POST";
   req.path = "/v1/completions";
   req.body = body.dump();
-  req.headers = auth_headers(o);
+  req.headers = bearer_auth(o.api_key);
   req.set_header("Content-Type", "application/json");
   OneResult r;
   int status = 0;
@@ -258,7 +258,7 @@ std::vector<LoadTestLevel> run_load_test(const LoadTestOptions& o) {
     // httplib waits 300 s for a connection by default: too long for a "is it up" probe.
     cli->set_connection_timeout(10);
     cli->set_read_timeout(60);
-    const httplib::Result h = cli->Get("/health", auth_headers(o));
+    const httplib::Result h = cli->Get("/health", bearer_auth(o.api_key));
     K3_CHECK(h, "cannot reach the server at ", o.url, ": ", describe_no_answer(h.error()));
     K3_CHECK(h->status == 200, "the server at ", o.url, " is not healthy: ", describe_http_failure(h->status, h->body));
   }

@@ -6,13 +6,11 @@
 // keeps the first failure's reason so a bad key or model id is visible, not just a count.
 #pragma once
 
+#include <httplib.h>
+
 #include <memory>
 #include <string>
 #include <vector>
-
-namespace httplib {
-class ClientImpl;
-}  // namespace httplib
 
 namespace k3::server {
 
@@ -26,6 +24,8 @@ struct LoadTarget {
 LoadTarget parse_load_target(const std::string& url);
 // An HTTP(S) client for the target (httplib's defaults: set its timeouts).
 std::unique_ptr<httplib::ClientImpl> make_load_client(const LoadTarget& target);
+// The Authorization header for a Bearer key; no header for "".
+httplib::Headers bearer_auth(const std::string& api_key);
 // "HTTP 401: invalid API key" (the OpenAI envelope's error.message, else the body's start), or
 // "HTTP 502" when the body says nothing.
 std::string describe_http_failure(int status, const std::string& body);

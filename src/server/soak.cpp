@@ -507,7 +507,7 @@ Done run_one(const SoakOptions& o, const LoadTarget& target, const Plan& p) {
   req.method = "POST";
   req.path = p.path;
   req.body = p.body;
-  if (!o.api_key.empty()) req.set_header("Authorization", "Bearer " + o.api_key);
+  req.headers = bearer_auth(o.api_key);
   req.set_header("Content-Type", "application/json");
   int status = 0;
   std::string content_type;
@@ -625,14 +625,18 @@ uint64_t u64(const Samples& s, const std::string& key) {
   return it == s.end() || it->second < 0 ? 0 : static_cast<uint64_t>(std::llround(it->second));
 }
 
+// A client for the soak's own calls to the server (/metrics, /health, /v1/models).
+std::unique_ptr<httplib::ClientImpl> control_client(const LoadTarget& target, int read_timeout_s) {
+  std::unique_ptr<httplib::ClientImpl> cli = make_load_client(target);
+  cli->set_connection_timeout(10);
+  cli->set_read_timeout(read_timeout_s);
+  return cli;
+}
+
 // nullopt when /metrics does not answer 200.
 std::optional<Ledger> read_ledger(const SoakOptions& o, const LoadTarget& target) {
-  const std::unique_ptr<httplib::ClientImpl> cli = make_load_client(target);
-  cli->set_connection_timeout(10);
-  cli->set_read_timeout(30);
-  httplib::Headers h;
-  if (!o.api_key.empty()) h.emplace("Authorization", "Bearer " + o.api_key);
-  const httplib::Result r = cli->Get("/metrics", h);
+  const std::unique_ptr<httplib::ClientImpl> cli = control_client(target, 30);
+  const httplib::Result r = cli->Get("/metrics", bearer_auth(o.api_key));
   if (!r || r->status != 200) return std::nullopt;
   const Samples s = parse_metrics(r->body);
   Ledger l;
@@ -696,11 +700,8 @@ void validate(const SoakOptions& o) {
 
 // The model id and context from /v1/models; k3::Error when the server does not answer them.
 ServerFacts server_facts(const SoakOptions& o, const LoadTarget& target) {
-  const std::unique_ptr<httplib::ClientImpl> cli = make_load_client(target);
-  cli->set_connection_timeout(10);
-  cli->set_read_timeout(60);
-  httplib::Headers h;
-  if (!o.api_key.empty()) h.emplace("Authorization", "Bearer " + o.api_key);
+  const std::unique_ptr<httplib::ClientImpl> cli = control_client(target, 60);
+  const httplib::Headers h = bearer_auth(o.api_key);
   const httplib::Result health = cli->Get("/health", h);
   K3_CHECK(health, "cannot reach the server at ", o.url, ": no answer (httplib error: ",
            httplib::to_string(health.error()), ")");
@@ -924,10 +925,7 @@ SoakResult run_soak(const SoakOptions& o) {
   if (total.unexpected > 0)
     r.failures.push_back(cat(total.unexpected, " unexpected results (examples below)"));
   {
-    const std::unique_ptr<httplib::ClientImpl> cli = make_load_client(target);
-    cli->set_connection_timeout(10);
-    cli->set_read_timeout(60);
-    const httplib::Result h = cli->Get("/health");
+    const httplib::Result h = control_client(target, 60)->Get("/health");
     if (!h || h->status != 200)
       r.failures.push_back(cat("the server is not healthy after the soak: ",
                                h ? describe_http_failure(h->status, h->body)
