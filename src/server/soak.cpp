@@ -1,6 +1,7 @@
 #include "server/soak.h"
 
 #include <httplib.h>
+#include <png.h>
 
 #include <algorithm>
 #include <array>
@@ -16,6 +17,7 @@
 #include <random>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "base/error.h"
 #include "server/load_test.h"
@@ -47,73 +49,28 @@ class Rng {
   uint64_t s_;
 };
 
-// ---- A small PNG, made here (stored deflate blocks: no zlib needed) ----
+// ---- A small PNG ----
 
-uint32_t crc32(const std::string& bytes, size_t from) {
-  static const auto table = [] {
-    std::array<uint32_t, 256> t{};
-    for (uint32_t n = 0; n < 256; ++n) {
-      uint32_t c = n;
-      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-      t[n] = c;
-    }
-    return t;
-  }();
-  uint32_t c = 0xFFFFFFFFu;
-  for (size_t i = from; i < bytes.size(); ++i) c = table[(c ^ static_cast<unsigned char>(bytes[i])) & 0xFF] ^ (c >> 8);
-  return c ^ 0xFFFFFFFFu;
-}
-
-void put32(std::string& out, uint32_t v) {
-  for (int s = 24; s >= 0; s -= 8) out.push_back(static_cast<char>((v >> s) & 0xFF));
-}
-
-void png_chunk(std::string& out, const char* type, const std::string& data) {
-  put32(out, static_cast<uint32_t>(data.size()));
-  const size_t start = out.size();
-  out += type;
-  out += data;
-  put32(out, crc32(out, start));
-}
-
-// An RGB w x h PNG of a pattern that depends on `seed`.
+// An RGB w x h PNG of a pattern that depends on `seed` (libpng's simplified writer).
 std::string make_png(int w, int h, int seed) {
-  std::string raw;
-  for (int y = 0; y < h; ++y) {
-    raw.push_back(0);  // filter: none
+  std::vector<unsigned char> rgb;
+  for (int y = 0; y < h; ++y)
     for (int x = 0; x < w; ++x) {
-      raw.push_back(static_cast<char>((x * 7 + seed * 31) & 255));
-      raw.push_back(static_cast<char>((y * 5 + seed * 17) & 255));
-      raw.push_back(static_cast<char>(((x ^ y) * (seed + 3)) & 255));
+      rgb.push_back(static_cast<unsigned char>((x * 7 + seed * 31) & 255));
+      rgb.push_back(static_cast<unsigned char>((y * 5 + seed * 17) & 255));
+      rgb.push_back(static_cast<unsigned char>(((x ^ y) * (seed + 3)) & 255));
     }
-  }
-  std::string z = {static_cast<char>(0x78), static_cast<char>(0x01)};
-  for (size_t pos = 0; pos < raw.size() || pos == 0;) {
-    const size_t n = std::min<size_t>(raw.size() - pos, 65535);
-    const bool last = pos + n == raw.size();
-    z.push_back(static_cast<char>(last ? 1 : 0));
-    z.push_back(static_cast<char>(n & 0xFF));
-    z.push_back(static_cast<char>(n >> 8));
-    z.push_back(static_cast<char>(~n & 0xFF));
-    z.push_back(static_cast<char>((~n >> 8) & 0xFF));
-    z.append(raw, pos, n);
-    pos += n;
-    if (last) break;
-  }
-  uint32_t a = 1, b = 0;
-  for (unsigned char c : raw) {
-    a = (a + c) % 65521;
-    b = (b + a) % 65521;
-  }
-  put32(z, (b << 16) | a);
-  std::string ihdr;
-  put32(ihdr, static_cast<uint32_t>(w));
-  put32(ihdr, static_cast<uint32_t>(h));
-  ihdr += std::string("\x08\x02\x00\x00\x00", 5);  // 8-bit RGB, deflate, no filter, not interlaced
-  std::string png = "\x89PNG\r\n\x1a\n";
-  png_chunk(png, "IHDR", ihdr);
-  png_chunk(png, "IDAT", z);
-  png_chunk(png, "IEND", "");
+  png_image image{};
+  image.version = PNG_IMAGE_VERSION;
+  image.width = static_cast<png_uint_32>(w);
+  image.height = static_cast<png_uint_32>(h);
+  image.format = PNG_FORMAT_RGB;
+  png_alloc_size_t size = 0;
+  K3_CHECK(png_image_write_to_memory(&image, nullptr, &size, 0, rgb.data(), 0, nullptr), "PNG size: ",
+           image.message);
+  std::string png(size, '\0');
+  K3_CHECK(png_image_write_to_memory(&image, png.data(), &size, 0, rgb.data(), 0, nullptr), "PNG: ", image.message);
+  png.resize(size);
   return png;
 }
 
