@@ -6,6 +6,10 @@
 #include <optional>
 
 #include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "base/error.h"
 #include "base/numeric_types.h"
@@ -433,6 +437,9 @@ void write_synth_checkpoint(const std::string& dir, const SynthOptions& options)
   std::error_code ec;  // missing parents are created too, as mkdir -p would
   std::filesystem::create_directories(dir, ec);
   if (ec || !std::filesystem::is_directory(dir, ec)) fail(dir, ": cannot create directory (", ec.message(), ")");
+  // An earlier checkpoint's config.json goes first, so a failure part-way leaves no mix that loads.
+  if (::unlink((dir + "/config.json").c_str()) != 0 && errno != ENOENT)
+    fail(dir, "/config.json: cannot remove the earlier checkpoint's config: ", std::strerror(errno));
   json weight_map = json::object();
   Progress progress("writing " + dir, total >> 20, "MiB");
   uint64_t written = 0;
@@ -455,13 +462,17 @@ void write_synth_checkpoint(const std::string& dir, const SynthOptions& options)
   write_json_file(dir + "/model.safetensors.index.json",
                   {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}});
   write_synth_tokenizer(dir, c.vocab_size);  // a byte-level BPE with the K3 specials
-  write_json_file(dir + "/config.json", cfg);
   if (!vision.empty()) {
-    if (by_size)
+    if (by_size) {
       write_json_file(dir + "/preprocessor_config.json", released_preprocessor_config());
-    else
-      add_synth_vision(dir, static_cast<int>(d), vo);
+    } else {
+      cfg["vision_config"] = synth_vision_config(vo, static_cast<int>(d));
+      write_synth_vision_files(dir, parse_vision_config(cfg, "synthetic config"), vo);
+    }
   }
+  // Last: until config.json exists the directory does not load, so a writer killed or out of
+  // disk part-way never leaves something that passes for a checkpoint.
+  write_json_file(dir + "/config.json", cfg);
 }
 
 }  // namespace k3

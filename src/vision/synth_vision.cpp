@@ -124,13 +124,7 @@ void plan_synth_vision_tensors(const VisionConfig& c, const SynthVisionOptions& 
   add_normal(emit, o, "mm_projector.post_norm.weight", {T}, 0.1, 1.0);
 }
 
-void add_synth_vision(const std::string& dir, int text_hidden, const SynthVisionOptions& options) {
-  const std::string config_path = dir + "/config.json";
-  json root = parse_json_document(read_text_file(config_path), config_path);
-  K3_CHECK(root.is_object(), config_path, ": not a JSON object");
-  root["vision_config"] = synth_vision_config(options, text_hidden);
-  const VisionConfig c = parse_vision_config(root, config_path);  // what the loader will see
-
+void write_synth_vision_files(const std::string& dir, const VisionConfig& c, const SynthVisionOptions& options) {
   SafetensorsWriter w;
   plan_synth_vision_tensors(c, options, [&w](const std::string& name, DType dtype, std::vector<int64_t> shape,
                                             SafetensorsWriter::Fill fill) {
@@ -162,8 +156,16 @@ void add_synth_vision(const std::string& dir, int text_hidden, const SynthVision
       index["metadata"]["total_size"].is_number_unsigned())
     index["metadata"]["total_size"] = index["metadata"]["total_size"].get<uint64_t>() + w.data_bytes();
   write_json(index_path, index);
-  write_json(config_path, root);
   write_json(dir + "/preprocessor_config.json", released_preprocessor_config());
+}
+
+void add_synth_vision(const std::string& dir, int text_hidden, const SynthVisionOptions& options) {
+  const std::string config_path = dir + "/config.json";
+  json root = parse_json_document(read_text_file(config_path), config_path);
+  K3_CHECK(root.is_object(), config_path, ": not a JSON object");
+  root["vision_config"] = synth_vision_config(options, text_hidden);
+  write_synth_vision_files(dir, parse_vision_config(root, config_path), options);  // what the loader will see
+  write_json(config_path, root);  // last: the tower's files are all in place before config.json names it
 }
 
 void add_synth_vision(const std::string& dir, int text_hidden, uint64_t seed) {

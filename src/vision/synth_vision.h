@@ -46,6 +46,10 @@ nlohmann::json synth_vision_config(const SynthVisionOptions& options, int text_h
 // The released media_proc_cfg as preprocessor_config.json content.
 nlohmann::json released_preprocessor_config();
 
+// Writes the tower's shard and preprocessor_config.json into dir and adds its tensors to the
+// index; config.json (which must gain `c`'s vision_config) is left to the caller, to write last.
+void write_synth_vision_files(const std::string& dir, const VisionConfig& c, const SynthVisionOptions& options);
+
 void add_synth_vision(const std::string& dir, int text_hidden, const SynthVisionOptions& options);
 void add_synth_vision(const std::string& dir, int text_hidden, uint64_t seed);
 

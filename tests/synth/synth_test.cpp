@@ -133,5 +133,26 @@ TEST(Synth, CreatesParentFoldersAndNamesAnUncreatableOne) {
   }
 }
 
+// A writer stopped part-way (a full disk, a kill; here the vision shard's name is taken by a
+// folder, so the last shard fails) leaves no config.json, so the folder never loads as a
+// checkpoint -- not even over an earlier, complete one, whose config.json goes first.
+TEST(Synth, StoppedPartWayLeavesNothingThatLoads) {
+  testing::TempDir tmp;
+  SynthOptions o;
+  o.overrides = {{"num_hidden_layers", 2}, {"vocab_size", 512}};
+  write_synth_checkpoint(tmp.path(), o);
+  ASSERT_NO_THROW(Model::load(tmp.path()));
+  std::filesystem::remove(tmp.file("model-vision.safetensors"));
+  std::filesystem::create_directory(tmp.file("model-vision.safetensors"));
+  EXPECT_THROW(write_synth_checkpoint(tmp.path(), o), Error);
+  EXPECT_FALSE(std::filesystem::exists(tmp.file("config.json")));
+  try {
+    Model::load(tmp.path());
+    FAIL() << "a half-written checkpoint loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("config.json"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace k3
