@@ -124,18 +124,32 @@ void add_precision_option(CLI::App* sub, std::string& value) {
 }
 
 std::string cache_dir() {
-  std::string base;
+  std::string dir, from;
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
-    base = xdg;
+    dir = std::string(xdg) + "/k3";
+    from = "from XDG_CACHE_HOME";
   } else if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
-    base = std::string(home) + "/.cache";
+    // A home that does not exist is not created (that is the system's job, and it is most often a
+    // wrong setting): say so instead.
+    std::error_code ec;
+    if (!std::filesystem::is_directory(home, ec))
+      fail("HOME=", home, " is not a directory, so k3 has no cache folder (~/.cache/k3); set HOME, or "
+           "XDG_CACHE_HOME to a writable folder");
+    dir = std::string(home) + "/.cache/k3";
+    from = "from HOME";
   } else {
-    base = "/tmp";
+    dir = "/tmp/k3";
+    from = "neither XDG_CACHE_HOME nor HOME is set";
   }
-  ::mkdir(base.c_str(), 0755);
-  base += "/k3";
-  ::mkdir(base.c_str(), 0755);
-  return base;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec || !std::filesystem::is_directory(dir, ec))
+    fail("cannot create k3's cache folder ", dir, " (", from, "): ",
+         ec ? ec.message() : std::string("not a directory"), "; set XDG_CACHE_HOME to a writable folder");
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    fail("k3's cache folder ", dir, " (", from, ") is not writable: ", std::strerror(errno),
+         "; set XDG_CACHE_HOME to a writable folder");
+  return dir;
 }
 
 std::string default_model_dir() {

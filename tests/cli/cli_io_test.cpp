@@ -157,6 +157,50 @@ TEST(CliIo, ConfigThatCannotBeReadSaysWhy) {
   EXPECT_NE(r.err.find("ot a directory"), std::string::npos) << r.err;
 }
 
+// k3's cache folder (where `k3 bench` keeps its full-width checkpoint, and the built-in model
+// would be made were the shipped one missing) that cannot be created or written, and a HOME that
+// does not exist, are named before anything is measured or written.
+TEST(CliIo, CacheFolderThatCannotBeUsedSaysWhy) {
+  TempDir tmp;
+  testing::write_file(tmp.file("plain"), "x");
+  const auto run_env = [&](const std::string& env) {
+    const std::string line = "env -u XDG_CACHE_HOME " + env + " " + testing::k3_binary() +
+                             " bench --no-kernels </dev/null >/dev/null 2>" + tmp.file("err");
+    const int status = std::system(line.c_str());
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << env;
+    return testing::read_file(tmp.file("err"));
+  };
+  std::string err = run_env("XDG_CACHE_HOME=" + tmp.file("plain"));
+  EXPECT_NE(err.find("k3: error: cannot create k3's cache folder " + tmp.file("plain") +
+                     "/k3 (from XDG_CACHE_HOME): Not a directory; set XDG_CACHE_HOME to a writable folder"),
+            std::string::npos)
+      << err;
+  err = run_env("HOME=" + tmp.file("nowhere"));
+  EXPECT_NE(err.find("k3: error: HOME=" + tmp.file("nowhere") + " is not a directory, so k3 has no cache folder"),
+            std::string::npos)
+      << err;
+  // Root writes into read-only folders: as root, k3 runs as nobody (setpriv, util-linux) when it can.
+  std::string as_user;
+  if (::geteuid() == 0) {
+    ASSERT_EQ(::chmod(tmp.path().c_str(), 0755), 0);
+    as_user = "setpriv --reuid=65534 --regid=65534 --clear-groups ";
+    const std::string probe = as_user + testing::k3_binary() + " --help >/dev/null 2>&1";
+    if (std::system(probe.c_str()) != 0) GTEST_SKIP() << "the read-only cases need k3 to run as another user";
+  }
+  ASSERT_EQ(::mkdir(tmp.file("ro").c_str(), 0555), 0);
+  err = run_env("XDG_CACHE_HOME=" + tmp.file("ro") + " " + as_user);
+  EXPECT_NE(err.find("cannot create k3's cache folder " + tmp.file("ro") + "/k3 (from XDG_CACHE_HOME): Permission denied"),
+            std::string::npos)
+      << err;
+  ASSERT_EQ(::mkdir(tmp.file("home").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(tmp.file("home/.cache").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(tmp.file("home/.cache/k3").c_str(), 0555), 0);
+  err = run_env("HOME=" + tmp.file("home") + " " + as_user);
+  EXPECT_NE(err.find("k3's cache folder " + tmp.file("home") + "/.cache/k3 (from HOME) is not writable: Permission denied"),
+            std::string::npos)
+      << err;
+}
+
 // logits --out: an empty name and a directory are refused before any work, and leave nothing
 // behind; a symlink stays a symlink; a user's own "<name>.tmp" survives.
 TEST(CliIo, LogitsOutPathsAreHandledSafely) {
