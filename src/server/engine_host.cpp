@@ -57,6 +57,11 @@ void EngineHost::shutdown() {
   if (s) s->shutdown();
 }
 
+EncodedImages EngineHost::encode_images(std::span<const Image> images) const {
+  K3_CHECK(vision_ != nullptr, "this model has no vision tower");
+  return vision_worker_.call([&] { return vision_->encode_images(images); });
+}
+
 std::string EngineHost::load_error() const {
   std::lock_guard<std::mutex> lock(mu_);
   return load_error_;

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 
+#include "base/serial_worker.h"
 #include "engine/json_constraint.h"
 #include "engine/scheduler.h"
 #include "model/k3_model.h"
@@ -46,6 +47,10 @@ class EngineHost {
   const Model& model() const { return *model_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const VisionModel* vision() const { return vision_.get(); }
+  // Encodes images with the vision tower (vision() != nullptr) on the host's one encoder thread,
+  // not on the calling HTTP worker: the kernels' per-thread scratch then exists once, not once
+  // per HTTP thread that ever took an image (base/serial_worker.h).
+  EncodedImages encode_images(std::span<const Image> images) const;
   std::shared_ptr<Scheduler> scheduler() const;
   // Tokens one request's context holds (prompt + output).
   int64_t context_tokens() const;
@@ -65,6 +70,7 @@ class EngineHost {
   std::unique_ptr<VisionModel> vision_;
   std::shared_ptr<Scheduler> scheduler_;
   mutable std::shared_ptr<const VocabIndex> vocab_index_;  // under mu_
+  mutable SerialWorker vision_worker_;
   ServerMetrics metrics_;
 };
 

@@ -201,7 +201,7 @@ PreparedChat prepare_chat(const EngineHost& host, const ojson& body, const Image
                                 " tokens (prompt + output); send smaller or fewer images"),
                        "messages", "context_length_exceeded");
     }
-    encoded = host.vision()->encode_images(images);
+    encoded = host.encode_images(images);
     std::vector<std::string> texts;
     for (const MediaPrompt& m : encoded.prompts) texts.push_back(m.text);
     req.options.image_prompts = std::move(texts);
