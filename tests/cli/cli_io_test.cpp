@@ -164,7 +164,8 @@ TEST(CliIo, CacheFolderThatCannotBeUsedSaysWhy) {
   TempDir tmp;
   testing::write_file(tmp.file("plain"), "x");
   const auto run_env = [&](const std::string& env) {
-    const std::string line = "env -u XDG_CACHE_HOME " + env + " " + testing::k3_binary() +
+    // (timeout: were a folder wrongly accepted, bench would start writing its 16 GB checkpoint)
+    const std::string line = "timeout 60 env -u XDG_CACHE_HOME " + env + " " + testing::k3_binary() +
                              " bench --no-kernels </dev/null >/dev/null 2>" + tmp.file("err");
     const int status = std::system(line.c_str());
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << env;
