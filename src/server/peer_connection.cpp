@@ -1,55 +1,90 @@
 #include "server/peer_connection.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
-#include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 namespace k3::server {
 namespace {
 
-// (numeric host, port) of a socket address, as cpp-httplib derives Request::remote_addr.
-bool host_port(const sockaddr_storage& a, socklen_t len, std::string* host, int* port) {
-  char h[NI_MAXHOST], p[NI_MAXSERV];
-  if (getnameinfo(reinterpret_cast<const sockaddr*>(&a), len, h, sizeof h, p, sizeof p, NI_NUMERICHOST | NI_NUMERICSERV) != 0)
-    return false;
-  *host = h;
-  *port = std::atoi(p);
-  return true;
+// An endpoint as the kernel writes it in /proc/net/tcp and tcp6: the address's 32-bit words, each
+// as it lies in memory read as a host-order integer, in %08X, then ':' and the port in %04X.
+// IPv4 when the address has no ':' (tcp), else IPv6, IPv4-mapped ones included (tcp6).
+std::optional<std::string> proc_net_endpoint(const std::string& addr, int port, bool* v6) {
+  unsigned char bytes[16];
+  *v6 = addr.find(':') != std::string::npos;
+  if (inet_pton(*v6 ? AF_INET6 : AF_INET, addr.c_str(), bytes) != 1) return std::nullopt;
+  std::string out;
+  char word[16];
+  for (int i = 0; i < (*v6 ? 4 : 1); ++i) {
+    uint32_t w;
+    std::memcpy(&w, bytes + 4 * i, 4);
+    std::snprintf(word, sizeof word, "%08X", w);
+    out += word;
+  }
+  std::snprintf(word, sizeof word, ":%04X", port);
+  return out + word;
 }
 
-bool endpoint_is(int fd, bool peer, const std::string& host, int port) {
-  sockaddr_storage a{};
-  socklen_t len = sizeof a;
-  if ((peer ? getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) : getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len)) != 0)
-    return false;
-  std::string h;
-  int p = -1;
-  return host_port(a, len, &h, &p) && p == port && h == host;
+// The inode of the socket whose local and remote endpoints are these, from /proc/self/net/tcp[6].
+std::optional<unsigned long> socket_inode(const char* table, const std::string& local, const std::string& remote) {
+  FILE* f = std::fopen(table, "re");
+  if (!f) return std::nullopt;
+  std::optional<unsigned long> inode;
+  char line[512];
+  bool header = true;
+  while (std::fgets(line, sizeof line, f)) {
+    if (header) {  // "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode"
+      header = false;
+      continue;
+    }
+    char loc[64], rem[64];
+    unsigned long ino = 0;
+    if (std::sscanf(line, "%*s %63s %63s %*s %*s %*s %*s %*s %*s %lu", loc, rem, &ino) == 3 && local == loc &&
+        remote == rem && ino != 0) {
+      inode = ino;
+      break;
+    }
+  }
+  std::fclose(f);
+  return inode;
 }
 
 }  // namespace
 
+// The connection is looked up by name, never by probing descriptors: the kernel's TCP table gives
+// the socket's inode, and readlink on /proc/self/fd/N ("socket:[INODE]") the descriptor.  Calls on
+// the other descriptors (fstat, getpeername) would race with the threads that own and close them.
 std::optional<PeerConnection> PeerConnection::find(const std::string& local_addr, int local_port,
                                                    const std::string& remote_addr, int remote_port) {
-  if (remote_port <= 0 || local_port <= 0) return std::nullopt;
+  if (remote_port <= 0 || remote_port > 65535 || local_port <= 0 || local_port > 65535) return std::nullopt;
+  bool local_v6 = false, remote_v6 = false;
+  const std::optional<std::string> local = proc_net_endpoint(local_addr, local_port, &local_v6);
+  const std::optional<std::string> remote = proc_net_endpoint(remote_addr, remote_port, &remote_v6);
+  if (!local || !remote || local_v6 != remote_v6) return std::nullopt;
+  const std::optional<unsigned long> inode =
+      socket_inode(local_v6 ? "/proc/self/net/tcp6" : "/proc/self/net/tcp", *local, *remote);
+  if (!inode) return std::nullopt;
+  const std::string want = "socket:[" + std::to_string(*inode) + "]";
   DIR* dir = opendir("/proc/self/fd");
   if (!dir) return std::nullopt;
   std::optional<PeerConnection> found;
-  const int self = dirfd(dir);
   while (dirent* e = readdir(dir)) {
     char* end = nullptr;
     const long fd = std::strtol(e->d_name, &end, 10);
-    if (end == e->d_name || *end != '\0' || fd == self) continue;
-    struct stat st{};
-    if (fstat(static_cast<int>(fd), &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
-    if (endpoint_is(static_cast<int>(fd), true, remote_addr, remote_port) &&
-        endpoint_is(static_cast<int>(fd), false, local_addr, local_port)) {
+    if (end == e->d_name || *end != '\0') continue;
+    char path[64], link[64];
+    std::snprintf(path, sizeof path, "/proc/self/fd/%ld", fd);
+    const ssize_t n = readlink(path, link, sizeof link);
+    if (n > 0 && static_cast<size_t>(n) == want.size() && want.compare(0, want.size(), link, n) == 0) {
       found = PeerConnection(static_cast<int>(fd));
       break;
     }

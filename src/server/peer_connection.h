@@ -2,9 +2,9 @@
 // time (a non-streaming generation) can notice the client hanging up and stop working for
 // nobody.  cpp-httplib 0.11 hands a handler neither its socket nor a closed-connection signal,
 // but it does give both endpoints of the connection (Request::local_addr / local_port /
-// remote_addr / remote_port), and those name exactly one open TCP socket of the process: find()
-// looks it up among /proc/self/fd.  Linux only; elsewhere, or when no socket matches, find()
-// returns nothing and the caller simply cannot tell.
+// remote_addr / remote_port), and those name exactly one open TCP socket: find() looks its inode
+// up in /proc/self/net/tcp (or tcp6) and then the descriptor among /proc/self/fd.  Linux only;
+// elsewhere, or when no socket matches, find() returns nothing and the caller simply cannot tell.
 //
 // The socket stays owned by cpp-httplib and open until the handler returns, so the descriptor
 // is valid for the handler's lifetime; hung_up() only peeks and never reads request bytes.

@@ -249,5 +249,64 @@ TEST(PeerConnection, FindsTheConnectionAndSeesTheHangUp) {
   close(lfd);
 }
 
+// Over IPv6 (tcp6 in the kernel's table): ::1, and an IPv4 client of a dual-stack listener, whose
+// addresses cpp-httplib spells "::ffff:127.0.0.1".
+TEST(PeerConnection, FindsIpv6AndIpv4MappedConnections) {
+  const int lfd = socket(AF_INET6, SOCK_STREAM, 0);
+  if (lfd < 0) GTEST_SKIP() << "no IPv6 sockets here";
+  int off = 0;
+  ASSERT_EQ(setsockopt(lfd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off), 0);
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  a.sin6_addr = in6addr_any;
+  if (bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(lfd, 4) != 0) {
+    close(lfd);
+    GTEST_SKIP() << "cannot listen on IPv6 here";
+  }
+  socklen_t len = sizeof a;
+  ASSERT_EQ(getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const int server_port = ntohs(a.sin6_port);
+  const auto client_port_of = [](int fd) {
+    sockaddr_storage c{};
+    socklen_t n = sizeof c;
+    EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&c), &n), 0);
+    return c.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&c)->sin6_port)
+                                   : ntohs(reinterpret_cast<sockaddr_in*>(&c)->sin_port);
+  };
+
+  sockaddr_in6 six{};
+  six.sin6_family = AF_INET6;
+  six.sin6_addr = in6addr_loopback;
+  six.sin6_port = htons(static_cast<uint16_t>(server_port));
+  const int c6 = socket(AF_INET6, SOCK_STREAM, 0);
+  if (connect(c6, reinterpret_cast<sockaddr*>(&six), sizeof six) == 0) {
+    const int s6 = accept(lfd, nullptr, nullptr);
+    ASSERT_GE(s6, 0);
+    const std::optional<PeerConnection> pc = PeerConnection::find("::1", server_port, "::1", client_port_of(c6));
+    ASSERT_TRUE(pc);
+    EXPECT_EQ(pc->fd(), s6);
+    EXPECT_FALSE(PeerConnection::find("127.0.0.1", server_port, "127.0.0.1", client_port_of(c6)));
+    close(s6);
+  }
+  close(c6);
+
+  sockaddr_in four{};
+  four.sin_family = AF_INET;
+  four.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  four.sin_port = htons(static_cast<uint16_t>(server_port));
+  const int c4 = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_EQ(connect(c4, reinterpret_cast<sockaddr*>(&four), sizeof four), 0);
+  const int s4 = accept(lfd, nullptr, nullptr);
+  ASSERT_GE(s4, 0);
+  const std::optional<PeerConnection> pc =
+      PeerConnection::find("::ffff:127.0.0.1", server_port, "::ffff:127.0.0.1", client_port_of(c4));
+  ASSERT_TRUE(pc);
+  EXPECT_EQ(pc->fd(), s4);
+  EXPECT_FALSE(PeerConnection::find("not an address", server_port, "::ffff:127.0.0.1", client_port_of(c4)));
+  close(s4);
+  close(c4);
+  close(lfd);
+}
+
 }  // namespace
 }  // namespace k3::server
