@@ -860,16 +860,17 @@ SoakResult run_soak(const SoakOptions& o) {
   const Clock::time_point drain0 = Clock::now();
   std::optional<Ledger> end;
   bool settled = false;
-  std::optional<Clock::time_point> balanced_since;
+  bool was_balanced = false;
+  Clock::time_point balanced_since{};
   while (start && start->present) {
     end = read_ledger(o, target);
     if (end) {
       const uint64_t settled_n = (end->completed - start->completed) + (end->cancelled - start->cancelled) +
                                  (sum(end->rejected) - sum(start->rejected));
       const bool balanced = end->running == 0 && end->waiting == 0 && end->received - start->received == settled_n;
-      if (!balanced) balanced_since.reset();
-      if (balanced && !balanced_since) balanced_since = Clock::now();
-      settled = balanced && (settled_n == total.sent || seconds_since(*balanced_since) >= 3);
+      if (balanced && !was_balanced) balanced_since = Clock::now();
+      was_balanced = balanced;
+      settled = balanced && (settled_n == total.sent || seconds_since(balanced_since) >= 3);
       if (settled) break;
     }
     if (seconds_since(drain0) > o.drain_timeout_s) break;
