@@ -95,7 +95,7 @@ TEST(Server, HealthModelsMetricsAndPage) {
   }
 
   ASSERT_EQ(post(cli, "/v1/chat/completions", chat_body("hello", 4)).status, 200);
-  const std::string metrics = cli.Get("/metrics")->body;
+  const std::string metrics = get_body(cli, "/metrics");
   for (const char* name : {"k3_requests_running 0", "k3_requests_waiting 0", "k3_prompt_tokens_total",
                            "k3_generation_tokens_total", "k3_time_to_first_token_seconds_bucket{le=",
                            "k3_time_per_output_token_seconds_count", "k3_cache_bytes", "k3_cache_usage_ratio",
@@ -375,13 +375,13 @@ TEST(Server, PromptPrefixCacheAcrossTurns) {
       whole = want.body["choices"][0]["message"][field].get<std::string>();
     EXPECT_EQ(streamed, whole) << field;
   }
-  const std::string metrics = a.Get("/metrics")->body;
+  const std::string metrics = get_body(a, "/metrics");
   EXPECT_EQ(metric(metrics, "k3_prefix_cache_hits_total"), 2.0) << metrics;
   EXPECT_EQ(metric(metrics, "k3_prompt_tokens_cached_total"),
             usage["prompt_tokens_details"]["cached_tokens"].get<double>() +
                 again.body["usage"]["prompt_tokens_details"]["cached_tokens"].get<double>());
   EXPECT_GT(metric(metrics, "k3_prefix_cache_bytes"), 0.0);
-  EXPECT_EQ(metric(b.Get("/metrics")->body, "k3_prefix_cache_entries"), 0.0);
+  EXPECT_EQ(metric(get_body(b, "/metrics"), "k3_prefix_cache_entries"), 0.0);
 
   // A request that a stop string ends (before the engine reports the request done) still
   // reports its cached prompt tokens, whole and streamed.
@@ -876,7 +876,7 @@ TEST(Server, ConcurrentGreedyStreamsMatchOneAtATime) {
 
 TEST(Server, DisconnectFreesTheSlot) {
   httplib::Client cli = client(main_server());
-  const double cancelled_before = metric(cli.Get("/metrics")->body, "k3_requests_finished_total{reason=\"cancelled\"}");
+  const double cancelled_before = metric(get_body(cli, "/metrics"), "k3_requests_finished_total{reason=\"cancelled\"}");
   std::atomic<int> chunks{0};
   httplib::Client c = client(main_server());
   ojson b = {{"prompt", "Go on forever"}, {"max_tokens", 200}, {"temperature", 0}, {"stream", true},
@@ -893,7 +893,7 @@ TEST(Server, DisconnectFreesTheSlot) {
   // The slot is freed: running back to 0, and the request counted as cancelled before its 200 tokens.
   std::string metrics;
   for (int i = 0; i < 400; ++i) {
-    metrics = cli.Get("/metrics")->body;
+    metrics = get_body(cli, "/metrics");
     if (metric(metrics, "k3_requests_running") == 0.0 &&
         metric(metrics, "k3_requests_finished_total{reason=\"cancelled\"}") > cancelled_before)
       break;
@@ -917,7 +917,7 @@ TEST(Server, NonStreamingHangUpCancels) {
   }
   std::string metrics;
   for (int i = 0; i < 400; ++i) {
-    metrics = cli.Get("/metrics")->body;
+    metrics = get_body(cli, "/metrics");
     if (metric(metrics, "k3_requests_finished_total{reason=\"cancelled\"}") == 1.0 &&
         metric(metrics, "k3_requests_running") == 0.0)
       break;
@@ -956,18 +956,18 @@ TEST(Server, FullQueueAnswers429) {
   // (not left waiting, not counted as a cancelled request).
   const Reply two = post(cli, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 2}, {"n", 2}});
   expect_envelope(two, 429, "busy");
-  std::string m = cli.Get("/metrics")->body;
+  std::string m = get_body(cli, "/metrics");
   for (int i = 0; i < 400 && metric(m, "k3_requests_waiting") > 0.0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    m = cli.Get("/metrics")->body;
+    m = get_body(cli, "/metrics");
   }
   EXPECT_EQ(metric(m, "k3_requests_waiting"), 0.0) << m;
   EXPECT_EQ(metric(m, "k3_requests_finished_total{reason=\"cancelled\"}"), 0.0) << m;
   EXPECT_EQ(metric(m, "k3_requests_rejected_total{status=\"429\"}"), 1.0) << m;
   std::thread b(hold, nullptr);
-  for (int i = 0; i < 400 && metric(cli.Get("/metrics")->body, "k3_requests_waiting") < 1.0; ++i)
+  for (int i = 0; i < 400 && metric(get_body(cli, "/metrics"), "k3_requests_waiting") < 1.0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
-  ASSERT_EQ(metric(cli.Get("/metrics")->body, "k3_requests_waiting"), 1.0);
+  ASSERT_EQ(metric(get_body(cli, "/metrics"), "k3_requests_waiting"), 1.0);
   const Reply c = post(cli, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 2}});
   expect_envelope(c, 429, "busy");
   EXPECT_EQ(c.body["error"]["code"], "queue_full");
@@ -975,7 +975,7 @@ TEST(Server, FullQueueAnswers429) {
   a.join();
   b.join();
   // Both freed: a new request runs.
-  for (int i = 0; i < 400 && metric(cli.Get("/metrics")->body, "k3_requests_running") > 0.0; ++i)
+  for (int i = 0; i < 400 && metric(get_body(cli, "/metrics"), "k3_requests_running") > 0.0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
   EXPECT_EQ(post(cli, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 2}}).status, 200);
 }
@@ -993,7 +993,7 @@ TEST(Server, ApiKey) {
   EXPECT_EQ(cli.Get("/health")->status, 200);  // health, metrics and the page stay open
   EXPECT_EQ(cli.Get("/")->status, 200);
   EXPECT_EQ(cli.Get("/favicon.ico")->status, 200);
-  EXPECT_NE(cli.Get("/metrics")->body.find("k3_requests_rejected_total{status=\"401\"} 4"), std::string::npos);
+  EXPECT_NE(get_body(cli, "/metrics").find("k3_requests_rejected_total{status=\"401\"} 4"), std::string::npos);
   EXPECT_EQ(s.stop(), 0) << "SIGTERM should end the server cleanly (exit 0; no sanitizer report)";
 }
 

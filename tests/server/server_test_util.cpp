@@ -121,6 +121,12 @@ Sse post_sse(httplib::Client& cli, const std::string& path, const ojson& body) {
   return out;
 }
 
+std::string get_body(httplib::Client& cli, const std::string& path) {
+  const httplib::Result r = cli.Get(path);
+  if (!r) throw std::runtime_error("GET " + path + ": no response (" + httplib::to_string(r.error()) + ")");
+  return r->body;
+}
+
 double metric(const std::string& text, const std::string& name) {
   size_t at = 0;
   while ((at = text.find(name + " ", at)) != std::string::npos) {

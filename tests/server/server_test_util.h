@@ -44,6 +44,10 @@ struct Sse {
 };
 Sse post_sse(httplib::Client& cli, const std::string& path, const ojson& body);
 
+// The body of GET path; throws std::runtime_error (a test failure, not a crash) when no response
+// came, e.g. because the server died.
+std::string get_body(httplib::Client& cli, const std::string& path);
+
 // The value of the sample line that starts with `name ` in Prometheus text (-1 when absent).
 double metric(const std::string& text, const std::string& name);
 

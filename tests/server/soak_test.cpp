@@ -154,7 +154,7 @@ TEST(Soak, TheLedgerCountsEveryAnswerOnce) {
   EXPECT_TRUE(stream.done) << stream.raw;
   std::string m;
   for (int i = 0; i < 400; ++i) {
-    m = cli.Get("/metrics")->body;
+    m = get_body(cli, "/metrics");
     if (metric(m, "k3_api_requests_cancelled_total") == 1.0 && metric(m, "k3_api_requests_completed_total") == 4.0 &&
         metric(m, "k3_requests_running") == 0.0)
       break;
