@@ -164,7 +164,7 @@ void add_synth_vision(const std::string& dir, int text_hidden, const SynthVision
   json root = parse_json_document(read_text_file(config_path), config_path);
   K3_CHECK(root.is_object(), config_path, ": not a JSON object");
   root["vision_config"] = synth_vision_config(options, text_hidden);
-  write_synth_vision_files(dir, parse_vision_config(root, config_path), options);  // what the loader will see
+  write_synth_vision_files(dir, parse_vision_config(root, config_path), options);  // as the loader will parse it
   write_json(config_path, root);  // last: the tower's files are all in place before config.json names it
 }
 
