@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libpcre2-dev libcpp-httplib-dev libpng-dev libjpeg-dev
-  liburing-dev libedit-dev
+  liburing-dev libedit-dev libseccomp-dev libtomlplusplus-dev
   openmpi-bin libopenmpi-dev
 )
 

@@ -31,6 +31,10 @@ void add_vision_embed_command(CLI::App& app, Runner& run);
 void add_serve_command(CLI::App& app, Runner& run);
 void add_loadtest_command(CLI::App& app, Runner& run);
 void add_plan_command(CLI::App& app, Runner& run);
+// `k3 env`: sandboxed agent environments (cmd_env.cpp registers the group; one file per subcommand).
+void add_env_command(CLI::App& app, Runner& run);
+void add_env_serve_command(CLI::App& env, Runner& run);
+void add_env_bench_command(CLI::App& env, Runner& run);
 
 // Shared helpers.
 // Option checks whose messages name the rule ("must be >= 0 (got -1)"): CLI11's NonNegativeNumber

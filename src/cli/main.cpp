@@ -137,6 +137,7 @@ int main(int argc, char** argv) {
   k3::cli::add_serve_command(app, run);
   k3::cli::add_loadtest_command(app, run);
   k3::cli::add_plan_command(app, run);
+  k3::cli::add_env_command(app, run);
 
   try {
     app.parse(argc, argv);
