@@ -420,7 +420,15 @@ void EnvServer::create(const std::string& text, httplib::Response& res) {
   srv_only_fields(body, {"template", "timeout", "autoPause", "network", "memoryMB", "pids", "cpuWeight", "cpus",
                          "envVars", "metadata"});
   CreateOptions o;
-  if (auto v = srv_string(body, "template")) o.spec.template_dir = *v;
+  if (auto v = srv_string(body, "template")) {
+    K3_CHECK(!options_.templates_dir.empty(), "template: this server offers no templates (start it with --templates DIR)");
+    K3_CHECK(!v->empty() && *v != "." && *v != ".." &&
+                 v->find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") ==
+                     std::string::npos,
+             "template: a folder name in the server's template folder (letters, digits, '.', '_', '-'), got ",
+             srv_show(json(*v)));
+    o.spec.template_dir = options_.templates_dir + "/" + *v;
+  }
   o.ttl_s = srv_seconds(body, "timeout", kSrvMaxTtlSeconds);
   if (auto v = srv_bool(body, "autoPause")) o.auto_pause = *v;
   if (auto v = srv_string(body, "network")) {
@@ -484,7 +492,7 @@ void EnvServer::stream_command(std::shared_ptr<Sandbox> sb, ExecRequest request,
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   // httplib calls the provider once the handler has returned, outside its try: nothing may leave
-  // it.  A client that goes away stops the writing, not the command, which its timeout bounds.
+  // it.  A client that goes away ends the command too (ExecRequest::cancelled).
   res.set_chunked_content_provider(
       "application/x-ndjson", [this, sb = std::move(sb), request = std::move(request)](size_t, httplib::DataSink& sink) {
         bool open = true;  // false once a write failed: the client is gone
@@ -502,7 +510,9 @@ void EnvServer::stream_command(std::shared_ptr<Sandbox> sb, ExecRequest request,
           p.erase(0, n);
         };
         try {
-          const ExecResult result = sb->exec(request, [&](int stream, std::string_view chunk) {
+          ExecRequest run = request;
+          run.cancelled = [&] { return !open || (sink.is_writable && !sink.is_writable()); };
+          const ExecResult result = sb->exec(run, [&](int stream, std::string_view chunk) {
             if (!open) return;
             pending[stream == 2 ? 1 : 0].append(chunk);
             emit(stream, false);

@@ -1,7 +1,7 @@
 // `k3 env serve`: the sandboxes of one SandboxManager over HTTP/JSON, shaped like AgentENV's and
 // E2B's REST API.  Every route but /health needs the header `X-API-Key: KEY` when a key is set.
 //
-//   POST   /sandboxes                 {template, timeout, autoPause, network, memoryMB, pids,
+//   POST   /sandboxes                 {template (a name under --templates), timeout, autoPause, network, memoryMB, pids,
 //                                     cpuWeight, cpus, envVars, metadata} (all optional) -> 201 info
 //   GET    /sandboxes                 {"sandboxes": [info...]}
 //   GET    /sandboxes/{id}            info
@@ -53,6 +53,10 @@ struct EnvServerOptions {
   std::string api_key;      // empty: no key required
   int threads = 64;         // HTTP workers; each request (a running command too) holds one
   size_t max_body_bytes = size_t{64} << 20;  // request bodies, and files read or written
+  // Where named templates live: a request's "template" is a folder name in it.  Empty: requests
+  // cannot choose a template (a client naming any host folder could show the host's files to
+  // the sandbox).
+  std::string templates_dir;
 };
 
 class EnvServer {

@@ -51,6 +51,11 @@ struct CommandConfig {
 // PID 1's namespaces cannot be opened (it has died).
 int spawn_command(const CommandConfig& config);
 
+// The host folders a sandbox without a template sees read-only: /usr, /etc, and /bin, /sbin,
+// /lib… where they are folders (on a merged-/usr system they are symlinks into /usr, which the
+// sandbox's root repeats instead; sandbox_manager.cpp builds that root).
+std::vector<std::string> host_system_dirs();
+
 // Whether this process can make sandboxes: "" if so, else why not.
 std::string isolation_problem();
 

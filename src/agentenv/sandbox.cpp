@@ -118,7 +118,7 @@ bool ExecResult::truncated() const {
 nlohmann::json to_json(const ExecResult& r) {
   return {{"exit_code", r.exit_code},   {"signal", r.signal},
           {"timed_out", r.timed_out},   {"output_limit", r.output_limit},
-          {"oom_killed", r.oom_killed}, {"stdout", r.stdout_text},
+          {"oom_killed", r.oom_killed}, {"cancelled", r.cancelled}, {"stdout", r.stdout_text},
           {"stderr", r.stderr_text},    {"stdout_bytes", r.stdout_bytes},
           {"stderr_bytes", r.stderr_bytes}, {"truncated", r.truncated()},
           {"wall_ms", r.wall_ms}};
@@ -157,10 +157,6 @@ bool Sandbox::processes_alive() const {
   std::lock_guard<std::mutex> lock(mu_);
   return alive_locked();
 }
-
-// The host folders a sandbox without a template sees read-only (those that are symlinks into /usr
-// on a merged-/usr system are symlinks in its root instead).
-std::vector<std::string> host_system_dirs();
 
 void Sandbox::start() {
   // Overlayfs wants an empty, unused work folder.
@@ -295,6 +291,10 @@ ExecResult Sandbox::exec(const ExecRequest& req, const OutputSink& sink) {
       result.timed_out = true;
       kill_tree();
     }
+    if (!killed_at && req.cancelled && req.cancelled()) {
+      result.cancelled = true;
+      kill_tree();
+    }
     // The shell has ended: what it left in the background may hold the pipes open, so read what
     // is there a moment longer, then stop (the processes keep running in the sandbox).
     if (shell_done && now - *shell_done > std::chrono::milliseconds(200)) break;
@@ -340,6 +340,24 @@ ExecResult Sandbox::exec(const ExecRequest& req, const OutputSink& sink) {
       if (!killed_at && outs[0].total() + outs[1].total() > req.max_output) {
         result.output_limit = true;
         kill_tree();
+      }
+    }
+  }
+  // What is already in the pipes belongs to the command even when the loop stopped early (the
+  // shell ended while a background process, or another command's helper for a moment, still
+  // held a write end): read it without waiting.
+  for (int s = 0; s < 2; ++s) {
+    Pipe& p = s == 0 ? out : err;
+    if (p.r < 0) continue;
+    ::fcntl(p.r, F_SETFL, O_NONBLOCK);
+    // Bounded: a background writer could refill the pipe as fast as it is read.
+    size_t drained = 0;
+    for (ssize_t r; drained < (4u << 20) && (r = ::read(p.r, buf, sizeof buf)) > 0; drained += static_cast<size_t>(r)) {
+      outs[s].add(buf, static_cast<size_t>(r));
+      if (sink && streamed[s] < req.output_cap) {
+        size_t n_out = std::min<uint64_t>(static_cast<uint64_t>(r), req.output_cap - streamed[s]);
+        sink(s + 1, std::string_view(buf, n_out));
+        streamed[s] += n_out;
       }
     }
   }

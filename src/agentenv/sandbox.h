@@ -70,6 +70,9 @@ struct ExecRequest {
   size_t output_cap = 64 << 10;          // bytes kept per stream: the first and last half
   uint64_t max_output = 64ull << 20;     // total output past which the command is killed
   std::string stdin_data;
+  // Polled while the command runs (at least once a second); true kills it, e.g. when the client
+  // that streams its output has gone.
+  std::function<bool()> cancelled;
 };
 
 struct ExecResult {
@@ -78,6 +81,7 @@ struct ExecResult {
   bool timed_out = false;
   bool output_limit = false;  // killed for writing more than max_output
   bool oom_killed = false;    // the sandbox's memory limit killed a process during the command
+  bool cancelled = false;     // killed because ExecRequest::cancelled said so
   std::string stdout_text, stderr_text;  // head and tail, with a marker where bytes were dropped
   uint64_t stdout_bytes = 0, stderr_bytes = 0;  // all the command wrote
   bool truncated() const;

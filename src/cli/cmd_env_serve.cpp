@@ -4,6 +4,7 @@
 // SIGTERM stops it: the sandboxes' processes are killed, their files kept, and the next server over
 // the same --state-dir finds them paused.
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -33,6 +34,10 @@ void add_env_serve_command(CLI::App& env, Runner& run) {
                   "Folder of the sandboxes' files and settings (default: k3's cache folder/env); sandboxes an "
                   "earlier server left there come back paused")
       ->check(kNonEmpty);
+  sub->add_option("--templates", a->server.templates_dir,
+                  "Folder of template folders (each a root file system with /bin/sh) that requests may name as "
+                  "\"template\"; without it sandboxes start from the host's /usr and /etc, read-only")
+      ->check(CLI::ExistingDirectory);
   sub->add_option("--ttl", a->manager.default_ttl_s,
                   "Seconds a sandbox runs when its request gives no timeout; then it is paused (or destroyed)")
       ->check(kPositive)
@@ -54,6 +59,7 @@ void add_env_serve_command(CLI::App& env, Runner& run) {
       agentenv::ManagerOptions manager = a->manager;
       if (manager.state_dir.empty()) manager.state_dir = cache_dir() + "/env";
       agentenv::EnvServerOptions options = a->server;
+      if (!options.templates_dir.empty()) options.templates_dir = std::filesystem::canonical(options.templates_dir).string();
       options.max_body_bytes = static_cast<size_t>(a->max_body_mb * 1024 * 1024);
       agentenv::EnvServer server(std::make_unique<agentenv::SandboxManager>(manager), options);
       const int port = server.bind();
