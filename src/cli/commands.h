@@ -34,6 +34,7 @@ void add_plan_command(CLI::App& app, Runner& run);
 // `k3 env`: sandboxed agent environments (cmd_env.cpp registers the group; one file per subcommand).
 void add_env_command(CLI::App& app, Runner& run);
 void add_env_serve_command(CLI::App& env, Runner& run);
+void add_env_run_command(CLI::App& env, Runner& run);
 void add_env_bench_command(CLI::App& env, Runner& run);
 
 // Shared helpers.

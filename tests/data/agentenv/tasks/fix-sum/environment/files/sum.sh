@@ -1,0 +1,7 @@
+#!/bin/sh
+# Prints the sum of its arguments (integers).
+total=0
+for n in "$@"; do
+  total=$((total - n))
+done
+echo "$total"
