@@ -79,7 +79,8 @@ bool is_number(const std::string& s) {
 }  // namespace
 
 std::string suggest_for_unknown_argument(const CLI::App& app, int argc, const char* const* argv) {
-  const CLI::App* sub = nullptr;
+  const CLI::App* sub = nullptr;  // the deepest subcommand named so far
+  std::string path;               // " env run": how it was named
   std::vector<std::string> subcommands;
   for (const CLI::App* s : app.get_subcommands([](const CLI::App*) { return true; }))
     subcommands.push_back(s->get_name());
@@ -106,7 +107,7 @@ std::string suggest_for_unknown_argument(const CLI::App& app, int argc, const ch
         // "-prompt" for "--prompt": compare as a long name too.
         std::string guess = nearest_name(name, names);
         if (guess.empty() && name[1] != '-') guess = nearest_name("-" + name, names);
-        const std::string where = sub != nullptr ? "k3 " + sub->get_name() : std::string("k3");
+        const std::string where = sub != nullptr ? "k3" + path : std::string("k3");
         if (guess.empty())
           return where + ": unknown option '" + name + "' (see " + where + " --help for the options)";
         return where + ": unknown option '" + name + "'; did you mean '" + guess + "'?";
@@ -122,9 +123,26 @@ std::string suggest_for_unknown_argument(const CLI::App& app, int argc, const ch
       }
       continue;
     }
-    if (sub != nullptr) continue;  // a value of the subcommand (a positional, e.g. inspect's DIR)
+    if (sub != nullptr) {
+      // A subcommand of the subcommand ("k3 env run"), or else one of its values (a positional,
+      // e.g. inspect's DIR).
+      std::vector<std::string> nested;
+      for (const CLI::App* s : sub->get_subcommands([](const CLI::App*) { return true; })) nested.push_back(s->get_name());
+      if (nested.empty()) continue;
+      if (std::find(nested.begin(), nested.end(), arg) != nested.end()) {
+        sub = sub->get_subcommand(arg);
+        path += " " + arg;
+        continue;
+      }
+      const std::string guess = nearest_name(arg, nested);
+      std::string all;
+      for (const std::string& n : nested) all += (all.empty() ? "" : ", ") + n;
+      return "k3" + path + ": unknown subcommand '" + arg + "'" +
+             (guess.empty() ? " (subcommands: " + all + ")" : "; did you mean '" + guess + "'?");
+    }
     if (std::find(subcommands.begin(), subcommands.end(), arg) != subcommands.end()) {
       sub = app.get_subcommand(arg);
+      path = " " + arg;
       continue;
     }
     const std::string guess = nearest_name(arg, subcommands);

@@ -477,6 +477,9 @@ TEST(Cli, MistypedNamesSuggestTheNearest) {
       {"serve --prot 0", "did you mean '--port'?"},
       {"detokenize -model x", "did you mean '--model'?"},
       {"xyzzy", "k3: unknown subcommand 'xyzzy' (subcommands: inspect, generate,"},
+      // Subcommands of subcommands.
+      {"env rnu", "k3 env: unknown subcommand 'rnu'; did you mean 'run'?"},
+      {"env run --taks t --base-url http://h --out o", "k3 env run: unknown option '--taks'; did you mean '--tasks'?"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.args);
