@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -325,12 +326,20 @@ void CgroupTree::freeze(const std::string& leaf) {
   K3_CHECK(cg_wait_frozen(*h, dir, true), "cgroup: ", dir, " did not freeze within 2 s");
 }
 
-void CgroupTree::thaw(const std::string& leaf) {
+void CgroupTree::thaw(const std::string& leaf, bool wait) {
   const auto* h = freezer();
   const std::string dir = path(*h, leaf);
   if (h->v2) cg_write(dir + "/cgroup.freeze", "0");
   else cg_write(dir + "/freezer.state", "THAWED");
-  cg_wait_frozen(*h, dir, false);
+  if (wait) cg_wait_frozen(*h, dir, false);
+}
+
+bool CgroupTree::frozen(const std::string& leaf) const {
+  const auto* h = freezer();
+  const std::string dir = path(*h, leaf);
+  if (h->v2) return cg_read(dir + "/cgroup.events").find("frozen 1") != std::string::npos;
+  const std::string state = cg_read(dir + "/freezer.state");
+  return state.rfind("FROZEN", 0) == 0 || state.rfind("FREEZING", 0) == 0;
 }
 
 std::vector<int> CgroupTree::pids(const std::string& leaf) const {
@@ -345,17 +354,33 @@ void CgroupTree::kill_all(const std::string& leaf) {
   const std::string dir = path(*h, leaf);
   if (!cg_exists(dir)) return;
   // Frozen first, so nothing forks between reading the list and the signals.  A v1-frozen
-  // process dies only once thawed, hence the thaw after the signals.
-  bool frozen = false;
+  // process dies only once thawed, hence the thaw after the signals.  Within a paused sandbox
+  // the leaf is frozen already and stays so until the sandbox thaws: the signals wait there.
+  const bool sandbox_paused = !leaf.empty() && frozen("");
+  bool was_frozen = false;
   try {
     freeze(leaf);
-    frozen = true;
+    was_frozen = true;
   } catch (const Error&) {
   }
-  for (int pid : pids(leaf)) ::kill(pid, SIGKILL);
-  if (frozen || !h->v2) thaw(leaf);
-  for (int i = 0; i < 2000 && !pids(leaf).empty(); ++i) {
-    for (int pid : pids(leaf)) ::kill(pid, SIGKILL);
+  // By pidfd, and only while the pid is still in the group: a pid read from the list may belong
+  // to a host process by the time it is signalled, once its sandbox process has been reaped.
+  auto kill_members = [&] {
+    const std::vector<int> listed = pids(leaf);
+    for (int pid : listed) {
+      const int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+      if (fd < 0) continue;
+      const std::vector<int> now = pids(leaf);
+      if (std::find(now.begin(), now.end(), pid) != now.end()) ::syscall(SYS_pidfd_send_signal, fd, SIGKILL, nullptr, 0);
+      ::close(fd);
+    }
+  };
+  kill_members();
+  if (was_frozen || !h->v2) thaw(leaf, /*wait=*/!sandbox_paused);
+  if (sandbox_paused) return;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (!pids(leaf).empty() && std::chrono::steady_clock::now() < give_up) {
+    kill_members();
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }

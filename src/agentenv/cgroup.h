@@ -53,8 +53,10 @@ class CgroupTree {
   std::vector<std::string> leaf_procs_files(const std::string& leaf);
 
   void freeze(const std::string& leaf = "");  // the whole group, or one leaf; waits until frozen
-  void thaw(const std::string& leaf = "");
-  // Freezes, SIGKILLs every process, thaws, and waits (up to ~2 s) until none is left.
+  void thaw(const std::string& leaf = "", bool wait = true);
+  bool frozen(const std::string& leaf = "") const;  // frozen or freezing, by itself or an ancestor
+  // Freezes, SIGKILLs every process, thaws, and waits (up to ~2 s) until none is left; in a
+  // frozen (paused) group the processes die when it thaws, and this does not wait.
   void kill_all(const std::string& leaf = "");
   std::vector<int> pids(const std::string& leaf = "") const;  // processes in it and below
   // Processes of the group killed by its memory limit so far.

@@ -22,7 +22,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -60,7 +62,7 @@ SeccompProgram build_seccomp() {
       "clock_settime", "clock_adjtime", "settimeofday", "adjtimex", "userfaultfd", "io_uring_setup",
       "io_uring_enter", "io_uring_register", "setns", "open_by_handle_at", "name_to_handle_at",
       "acct", "quotactl", "syslog", "vhangup", "lookup_dcookie", "iopl", "ioperm", "uselib",
-      "personality", "nfsservctl", "sethostname", "setdomainname", "fanotify_init"};
+      "personality", "nfsservctl", "sethostname", "setdomainname", "fanotify_init", "memfd_secret"};
   for (const char* name : names) {
     int nr = seccomp_syscall_resolve_name(name);
     if (nr == __NR_SCMP_ERROR) continue;  // not on this architecture
@@ -136,7 +138,43 @@ bool iso_drop_capabilities() {
   return ::syscall(SYS_capset, &header, data) == 0;
 }
 
+// Where the kernel shows this process's command line and environment from (/proc/PID/cmdline,
+// /proc/PID/environ): fields 48-51 of /proc/self/stat.  PID 1 is a copy of the server that never
+// execs, so it blanks its copy of them: a server started with --api-key must not show the key to
+// the sandbox's `ps`.
+struct ArgArea {
+  uintptr_t arg_start = 0, arg_end = 0, env_start = 0, env_end = 0;
+};
+
+ArgArea read_arg_area() {
+  ArgArea a;
+  FILE* f = std::fopen("/proc/self/stat", "re");
+  if (!f) return a;
+  char buf[2048];
+  size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = 0;
+  const char* p = std::strrchr(buf, ')');
+  if (!p) return a;
+  // After ") " comes field 3; fields 48..51 follow.
+  unsigned long long v[52] = {};
+  int field = 3;
+  for (const char* q = p + 2; *q && field <= 51; ++field) {
+    char* end;
+    v[field] = std::strtoull(q, &end, 10);
+    if (end == q) {  // a non-numeric field (the state letter)
+      while (*q && *q != ' ') ++q;
+    } else {
+      q = end;
+    }
+    while (*q == ' ') ++q;
+  }
+  if (field > 51) a = {v[48], v[49], v[50], v[51]};
+  return a;
+}
+
 struct InitArgs {
+  ArgArea area;
   const InitConfig* config;
   int to_parent;   // write end: "R" (ready for the id maps), "K" (running) or "E<message>"
   int from_parent; // read end: one byte once the id maps are written
@@ -146,7 +184,7 @@ struct InitArgs {
 void iso_mount_dev(const char* dev, int err_fd) {
   if (::mount("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=755,size=1m") != 0) iso_die(err_fd, "mount tmpfs on", dev);
   const char* nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
-  char target[4096], source[64];
+  char target[8192], source[64];
   for (const char* node : nodes) {
     std::snprintf(target, sizeof target, "%s/%s", dev, node);
     std::snprintf(source, sizeof source, "/dev/%s", node);
@@ -171,6 +209,15 @@ int init_main(void* raw) {
   const InitConfig& c = *a->config;
   const int err = a->to_parent;
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  ::prctl(PR_SET_NAME, "k3-sandbox-init");
+  if (a->area.arg_end > a->area.arg_start) {
+    char* args = reinterpret_cast<char*>(a->area.arg_start);
+    const size_t len = a->area.arg_end - a->area.arg_start;
+    std::memset(args, 0, len);
+    std::strncpy(args, "k3-sandbox-init", len - 1);
+  }
+  if (a->area.env_end > a->area.env_start)
+    std::memset(reinterpret_cast<char*>(a->area.env_start), 0, a->area.env_end - a->area.env_start);
   for (const auto& f : c.cgroup_procs)
     if (!iso_write_file(f.c_str(), "0")) iso_die(err, "join cgroup", f.c_str());
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) iso_die(err, "make mounts private");
@@ -247,7 +294,9 @@ int spawn_init(const InitConfig& config) {
   return spawner().call([&]() -> int {
     int up[2], down[2];
     K3_CHECK(::pipe2(up, O_CLOEXEC) == 0 && ::pipe2(down, O_CLOEXEC) == 0, "pipe: ", std::strerror(errno));
+    static const ArgArea area = read_arg_area();
     auto args = std::make_unique<InitArgs>();
+    args->area = area;
     args->config = &config;
     args->to_parent = up[1];
     args->from_parent = down[0];
@@ -336,8 +385,12 @@ int spawn_command(const CommandConfig& c) {
   }
   if (helper == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    for (int i = 0; i < 6; ++i)
-      if (::setns(ns[i], 0) != 0) iso_die(-1, "setns");
+    for (int i = 0; i < 6; ++i) {
+      if (::setns(ns[i], 0) != 0) {
+        iso_write_fd(c.stderr_fd, "k3 env: the sandbox's PID 1 ended as the command started\n");
+        ::_exit(1);
+      }
+    }
     pid_t child = ::fork();
     if (child < 0) ::_exit(1);
     if (child == 0) {

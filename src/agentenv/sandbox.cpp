@@ -208,13 +208,10 @@ void Sandbox::resume() {
 }
 
 int Sandbox::open_root() const {
-  int pid;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    pid = alive_locked() ? init_pid_ : -1;
-  }
-  if (pid <= 0) throw Conflict(cat("sandbox ", id_, " has no running processes (the server restarted): resume it first"));
-  const std::string path = "/proc/" + std::to_string(pid) + "/root";
+  // Opened under the lock: PID 1 is reaped only under it, so its pid cannot be reused meanwhile.
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!alive_locked()) throw Conflict(cat("sandbox ", id_, " has no running processes (the server restarted): resume it first"));
+  const std::string path = "/proc/" + std::to_string(init_pid_) + "/root";
   int fd = ::open(path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) throw Conflict(cat("sandbox ", id_, ": its PID 1 has exited: resume it first"));
   return fd;
@@ -246,8 +243,12 @@ ExecResult Sandbox::exec(const ExecRequest& req, const OutputSink& sink) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (state_ == SandboxState::kPaused) throw Conflict(cat("sandbox ", id_, " is paused: resume it first"));
-    if (!alive_locked())
-      throw Conflict(cat("sandbox ", id_, " has no running processes: resume it first"));
+    // PID 1 ended while the sandbox runs (e.g. its memory limit killed every process): a new one
+    // starts over the same files, as a resume would.
+    if (!alive_locked()) {
+      cgroup_->kill_all("");
+      start();
+    }
     init_pid = init_pid_;
     n = next_command_++;
   }
@@ -265,7 +266,29 @@ ExecResult Sandbox::exec(const ExecRequest& req, const OutputSink& sink) {
   cfg.stderr_fd = err.w;
   cfg.status_fd = status.w;
   const auto t0 = Clock::now();
-  const int helper = spawn_command(cfg);
+  int helper;
+  try {
+    helper = spawn_command(cfg);
+  } catch (const Error&) {
+    // PID 1 is ending since it was checked (its memory limit, say: its namespaces go before it
+    // becomes a zombie): once more over a new one.
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (state_ == SandboxState::kPaused) throw;
+      if (init_pid_ == cfg.init_pid || init_pid_ <= 0) {  // not restarted by another command meanwhile
+        cgroup_->kill_all("");
+        if (init_pid_ > 0) {
+          ::kill(init_pid_, SIGKILL);
+          while (::waitpid(init_pid_, nullptr, 0) < 0 && errno == EINTR) {
+          }
+        }
+        init_pid_ = -1;
+        start();
+      }
+      cfg.init_pid = init_pid_;
+    }
+    helper = spawn_command(cfg);
+  }
   in.close_r();
   out.close_w();
   err.close_w();
@@ -285,7 +308,9 @@ ExecResult Sandbox::exec(const ExecRequest& req, const OutputSink& sink) {
     if (!killed_at) killed_at = Clock::now();
   };
   char buf[1 << 16];
-  while (out.r >= 0 || err.r >= 0) {
+  // Until the shell has ended (its status arrives) and its output is read.  A command that
+  // closes its stdout and stderr early is still waited for, under the same deadline.
+  while (out.r >= 0 || err.r >= 0 || !status_ready) {
     const auto now = Clock::now();
     if (!killed_at && now >= deadline) {
       result.timed_out = true;
@@ -298,6 +323,8 @@ ExecResult Sandbox::exec(const ExecRequest& req, const OutputSink& sink) {
     // The shell has ended: what it left in the background may hold the pipes open, so read what
     // is there a moment longer, then stop (the processes keep running in the sandbox).
     if (shell_done && now - *shell_done > std::chrono::milliseconds(200)) break;
+    // Killed processes that do not die (a sandbox paused meanwhile keeps them frozen) are left to
+    // die when it thaws; the answer does not wait for that.
     if (killed_at && now - *killed_at > std::chrono::seconds(2)) break;
     pollfd fds[4];
     int nfds = 0;
@@ -364,8 +391,15 @@ ExecResult Sandbox::exec(const ExecRequest& req, const OutputSink& sink) {
   out.close_r();
   err.close_r();
   in.close_w();
+  // The status is there once the shell has ended; when it has not (killed but frozen), the helper
+  // outside the sandbox is ended instead of waited for.
   int wait_status = 0;
-  ssize_t got = ::read(status.r, &wait_status, sizeof wait_status);
+  ssize_t got = -1;
+  if (status_ready) {
+    got = ::read(status.r, &wait_status, sizeof wait_status);
+  } else {
+    ::kill(helper, SIGKILL);
+  }
   while (::waitpid(helper, nullptr, 0) < 0 && errno == EINTR) {
   }
   if (got == static_cast<ssize_t>(sizeof wait_status)) {

@@ -17,27 +17,39 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include "agentenv/sandbox.h"
 
 namespace k3::agentenv {
 namespace {
 
-// The calling thread's file-system uid/gid for the scope (setfsuid is per thread).
+// The calling thread's file-system uid/gid for the scope, and no supplementary groups (the
+// host root's group 0 would open files the sandbox's root cannot).  setfsuid is per thread; so is
+// the raw setgroups system call (glibc's setgroups() would change every thread).
 class FsIdentity {
  public:
   explicit FsIdentity(uint32_t id) {
+    const int n = ::getgroups(0, nullptr);
+    if (n > 0) {
+      groups_.resize(static_cast<size_t>(n));
+      groups_.resize(static_cast<size_t>(std::max(0, ::getgroups(n, groups_.data()))));
+    }
+    K3_CHECK(::syscall(SYS_setgroups, 0, nullptr) == 0, "file access: cannot drop supplementary groups: ",
+             std::strerror(errno));
     old_uid_ = ::setfsuid(id);
     old_gid_ = ::setfsgid(id);
   }
   ~FsIdentity() {
     ::setfsgid(old_gid_);
     ::setfsuid(old_uid_);
+    ::syscall(SYS_setgroups, groups_.size(), groups_.data());
   }
   FsIdentity(const FsIdentity&) = delete;
   FsIdentity& operator=(const FsIdentity&) = delete;
 
  private:
+  std::vector<gid_t> groups_;
   int old_uid_, old_gid_;
 };
 

@@ -254,7 +254,7 @@ std::string SandboxManager::new_id() const {
 }
 
 uint32_t SandboxManager::free_uid_base() const {
-  std::set<uint32_t> used;
+  std::set<uint32_t> used = reserved_bases_;
   for (const auto& [id, e] : sandboxes_) used.insert(e.sandbox->uid_base_);
   static std::mt19937 rng{std::random_device{}()};
   // A random free slot, so that managers in different processes rarely pick the same range.
@@ -332,7 +332,7 @@ std::shared_ptr<Sandbox> SandboxManager::create(const CreateOptions& o) {
   const double ttl = o.ttl_s.value_or(options_.default_ttl_s);
   K3_CHECK(ttl > 0 && ttl <= 30 * 86400, "timeout: must be in (0, 2592000] seconds (got ", ttl, ")");
   std::lock_guard<std::mutex> lock(mu_);
-  if (static_cast<int>(sandboxes_.size()) >= options_.max_sandboxes)
+  if (static_cast<int>(sandboxes_.size() + reserved_bases_.size()) >= options_.max_sandboxes)
     throw Conflict(cat("sandbox limit reached: ", options_.max_sandboxes,
                        " sandboxes exist (running or paused); delete some first"));
   const std::string id = new_id();
@@ -434,61 +434,94 @@ void SandboxManager::set_timeout(const std::string& id, double ttl_s) {
 
 std::vector<std::shared_ptr<Sandbox>> SandboxManager::fork(const std::string& id, int count, std::optional<double> ttl_s) {
   K3_CHECK(count >= 1 && count <= 16, "count: 1 to 16 children (got ", count, ")");
-  std::lock_guard<std::mutex> lock(mu_);
-  Entry& parent = entry(id);
-  if (static_cast<int>(sandboxes_.size()) + count > options_.max_sandboxes)
-    throw Conflict(cat("sandbox limit reached: ", sandboxes_.size(), " exist, ", count,
-                       " more would pass the limit of ", options_.max_sandboxes));
-  const double ttl = ttl_s.value_or(parent.ttl_s);
-  K3_CHECK(ttl > 0 && ttl <= 30 * 86400, "timeout: must be in (0, 2592000] seconds (got ", ttl, ")");
-  Sandbox& p = *parent.sandbox;
-  // Frozen while its layer is copied, so the children see one instant of it.
-  bool thaw_after = false;
+  // Under the lock: the children's ids, uid ranges and folders are reserved.  The copy itself
+  // runs without it, so a large parent does not hold up every other request.
+  std::shared_ptr<Sandbox> parent;
+  Entry proto;
+  std::vector<std::pair<std::string, uint32_t>> made;  // id, uid base
   {
-    std::lock_guard<std::mutex> plock(p.mu_);
-    if (p.state_ == SandboxState::kRunning && p.alive_locked()) {
-      p.cgroup_->freeze("");
-      thaw_after = true;
-    }
-  }
-  std::vector<std::shared_ptr<Sandbox>> children;
-  std::vector<std::string> made;
-  try {
+    std::lock_guard<std::mutex> lock(mu_);
+    const Entry& pe = entry(id);
+    const size_t held = sandboxes_.size() + reserved_bases_.size();
+    if (static_cast<int>(held) + count > options_.max_sandboxes)
+      throw Conflict(cat("sandbox limit reached: ", held, " exist, ", count, " more would pass the limit of ",
+                         options_.max_sandboxes));
+    proto.ttl_s = ttl_s.value_or(pe.ttl_s);
+    K3_CHECK(proto.ttl_s > 0 && proto.ttl_s <= 30 * 86400, "timeout: must be in (0, 2592000] seconds (got ", proto.ttl_s, ")");
+    proto.auto_pause = pe.auto_pause;
+    proto.metadata = pe.metadata;
+    parent = pe.sandbox;
     for (int k = 0; k < count; ++k) {
       const std::string cid = new_id();
       const uint32_t base = free_uid_base();
+      mg_mkdir_owned(options_.state_dir + "/" + cid, 0700, 0);
+      reserved_bases_.insert(base);
+      made.emplace_back(cid, base);
+    }
+  }
+  auto release = [&](bool remove_files) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [cid, base] : made) {
+      reserved_bases_.erase(base);
+      if (remove_files) {
+        std::error_code ec;
+        fs::remove_all(options_.state_dir + "/" + cid, ec);
+      }
+    }
+  };
+  Sandbox& p = *parent;
+  // Frozen while its layer is copied, so the children see one instant of it.
+  bool thaw_after = false;
+  try {
+    {
+      std::lock_guard<std::mutex> plock(p.mu_);
+      if (p.state_ == SandboxState::kRunning && p.alive_locked()) {
+        p.cgroup_->freeze("");
+        thaw_after = true;
+      }
+    }
+    for (const auto& [cid, base] : made) {
       const std::string dir = options_.state_dir + "/" + cid;
-      made.push_back(cid);
-      mg_mkdir_owned(dir, 0700, 0);
       mg_mkdir_owned(dir + "/upper", 0755, base);
       copy_layer(p.dir_ + "/upper", dir + "/upper", p.uid_base_, base);
-      Entry e;
-      e.sandbox = make(cid, p.spec(), base);
-      e.parent_id = id;
-      e.created_at = mg_now();
-      e.ttl_s = ttl;
-      e.expires_at = e.created_at + ttl;
-      e.auto_pause = parent.auto_pause;
-      e.metadata = parent.metadata;
-      sandboxes_[cid] = std::move(e);
     }
   } catch (...) {
-    for (const auto& cid : made) {
-      sandboxes_.erase(cid);
-      std::error_code ec;
-      CgroupTree::kill_and_remove_trees(CgroupTree::dirs_of(options_.cgroup_name + "/" + cid));
-      fs::remove_all(options_.state_dir + "/" + cid, ec);
-    }
     if (thaw_after) p.cgroup_->thaw("");
+    release(/*remove_files=*/true);
     throw;
   }
   if (thaw_after) p.cgroup_->thaw("");
   // The children start after the parent runs again: their start-up does not hold it frozen.
-  for (const auto& cid : made) {
-    Entry& e = sandboxes_.at(cid);
-    e.sandbox->start();
-    save(cid, e);
-    children.push_back(e.sandbox);
+  std::vector<std::shared_ptr<Sandbox>> children;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [cid, base] : made) reserved_bases_.erase(base);
+  try {
+    for (const auto& [cid, base] : made) {
+      Entry e;
+      e.sandbox = make(cid, p.spec(), base);
+      e.parent_id = id;
+      e.created_at = mg_now();
+      e.ttl_s = proto.ttl_s;
+      e.expires_at = e.created_at + proto.ttl_s;
+      e.auto_pause = proto.auto_pause;
+      e.metadata = proto.metadata;
+      e.sandbox->start();
+      save(cid, e);
+      children.push_back(e.sandbox);
+      sandboxes_[cid] = std::move(e);
+    }
+  } catch (...) {
+    for (const auto& [cid, base] : made) {
+      auto it = sandboxes_.find(cid);
+      if (it != sandboxes_.end()) {
+        it->second.sandbox->stop();
+        sandboxes_.erase(it);
+      }
+      CgroupTree::kill_and_remove_trees(CgroupTree::dirs_of(options_.cgroup_name + "/" + cid));
+      std::error_code ec;
+      fs::remove_all(options_.state_dir + "/" + cid, ec);
+    }
+    throw;
   }
   return children;
 }

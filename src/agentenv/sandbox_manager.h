@@ -19,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -115,6 +116,7 @@ class SandboxManager {
   int lock_fd_ = -1;  // flock on state_dir/.lock
   mutable std::mutex mu_;
   std::map<std::string, Entry> sandboxes_;
+  std::set<uint32_t> reserved_bases_;  // uid ranges of children a fork is copying
   std::condition_variable sweep_cv_;
   bool stopping_ = false;
   std::thread sweeper_;

@@ -228,6 +228,78 @@ TEST(Sandbox, SixteenAtOnce) {
   EXPECT_EQ(m->list().size(), 16u);
 }
 
+TEST(Sandbox, ForkCopiesSparseFilesSparseAndDeepTrees) {
+  K3_REQUIRE_SANDBOXES();
+  testing::TempDir dir;
+  agentenv::ManagerOptions o;
+  o.state_dir = dir.file("state");
+  SandboxManager m(o);
+  auto parent = m.create({});
+  // A 1 GiB file of one byte, and a file below 40 folders of 200 characters (past PATH_MAX).
+  ASSERT_EQ(run(*parent, "truncate -s 1G sparse && printf x | dd of=sparse bs=1 seek=500000000 conv=notrunc 2>/dev/null; "
+                         "d=$(printf 'd%.0s' $(seq 1 200)); for i in $(seq 1 40); do mkdir $d && cd $d; done; "
+                         "echo deep > bottom.txt").exit_code, 0);
+  auto kid = m.fork(parent->id(), 1)[0];
+  ExecResult r = run(*kid, "stat -c %s sparse; dd if=sparse bs=1 skip=500000000 count=1 2>/dev/null; echo; "
+                           "d=$(printf 'd%.0s' $(seq 1 200)); for i in $(seq 1 40); do cd $d; done; cat bottom.txt");
+  EXPECT_EQ(r.stdout_text, "1073741824\nx\ndeep\n") << r.stderr_text;
+  // The child's copy holds the data, not the holes.
+  struct stat st;
+  ASSERT_EQ(::stat((o.state_dir + "/" + kid->id() + "/upper/workspace/sparse").c_str(), &st), 0);
+  EXPECT_LT(st.st_blocks * 512, 1 << 20);
+}
+
+TEST(Sandbox, CommandThatClosesItsOutputStillTimesOut) {
+  K3_REQUIRE_SANDBOXES();
+  ScratchManager m;
+  auto sb = m->create({});
+  auto t0 = std::chrono::steady_clock::now();
+  ExecResult r = run(*sb, "exec >&- 2>&-; sleep 30", 1);
+  EXPECT_TRUE(r.timed_out);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5);
+  // Without a timeout such a command is waited for to its end, with its exit status.
+  r = run(*sb, "exec >&- 2>&-; sleep 0.3; exit 4");
+  EXPECT_EQ(r.exit_code, 4);
+}
+
+TEST(Sandbox, PauseDuringACommandDoesNotHoldItsAnswer) {
+  K3_REQUIRE_SANDBOXES();
+  ScratchManager m;
+  auto sb = m->create({});
+  ExecResult r;
+  auto t0 = std::chrono::steady_clock::now();
+  std::thread t([&] { r = run(*sb, "sleep 30", 1.5); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  m->pause(sb->id());
+  t.join();
+  EXPECT_TRUE(r.timed_out);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 8);
+  m->resume(sb->id());
+  EXPECT_EQ(run(*sb, "echo back").stdout_text, "back\n");
+}
+
+TEST(Sandbox, Pid1KilledByItsOwnMemoryLimitIsRestartedForTheNextCommand) {
+  K3_REQUIRE_SANDBOXES();
+  ScratchManager m;
+  CreateOptions c;
+  c.spec.limits.memory_bytes = 32 << 20;
+  auto sb = m->create(c);
+  sb->write_file("kept.txt", "files stay");
+  // Every process of the sandbox may die, PID 1 too, even as the command starts.
+  testing::error_of([&] { run(*sb, "head -c 60M /dev/zero > /dev/shm/fill", 30); });
+  ExecResult r = run(*sb, "cat kept.txt");
+  EXPECT_EQ(r.stdout_text, "files stay") << r.stderr_text;
+}
+
+TEST(Sandbox, Pid1ShowsNoneOfTheServersArguments) {
+  K3_REQUIRE_SANDBOXES();
+  ScratchManager m;
+  auto sb = m->create({});
+  ExecResult r = run(*sb, "tr '\\0' ' ' < /proc/1/cmdline; echo; cat /proc/1/comm");
+  EXPECT_EQ(r.stdout_text.rfind("k3-sandbox-init", 0), 0u) << r.stdout_text;
+  EXPECT_EQ(r.stdout_text.find("agentenv_sandbox_test"), std::string::npos) << r.stdout_text;
+}
+
 TEST(Sandbox, TemplateFolderIsTheReadOnlyBase) {
   K3_REQUIRE_SANDBOXES();
   // A template with nothing but a shell and the libraries it loads (builtins only inside).
