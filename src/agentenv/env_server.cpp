@@ -19,6 +19,7 @@
 #include <thread>
 #include <utility>
 
+#include "base/listen_backlog.h"
 #include "base/log.h"
 
 namespace k3::agentenv {
@@ -739,6 +740,7 @@ int EnvServer::bind() {
              options_.port, " (is the port in use, or the address not local?)");
     port_ = options_.port;
   }
+  deepen_listen_backlog(port_);
   return port_;
 }
 

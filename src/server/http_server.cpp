@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/listen_backlog.h"
 #include "base/log.h"
 #include "server/api_error.h"
 #include "server/generation_job.h"
@@ -105,31 +106,6 @@ void raise_open_file_limit(size_t wanted) {
   if (target <= rl.rlim_cur) return;
   rl.rlim_cur = target;
   if (setrlimit(RLIMIT_NOFILE, &rl) != 0) log_debug("cannot raise the open-file limit to ", target);
-}
-
-// httplib listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, fixed when Debian built it): a
-// burst of connections -- a hundred clients at once -- overflows that while the accept thread
-// starts workers, and the kernel drops the SYNs, which clients resend only after 1 s, 3 s, ...
-// httplib does not hand out its socket, so this finds the socket listening on `port` and listens
-// again with the system's maximum backlog (Linux updates it in place).  Quiet when none is found.
-void deepen_listen_backlog(int port) {
-  DIR* dir = opendir("/proc/self/fd");
-  if (dir == nullptr) return;
-  while (const dirent* e = readdir(dir)) {
-    const int fd = std::atoi(e->d_name);
-    if (fd <= 2 || fd == dirfd(dir)) continue;
-    int listening = 0;
-    socklen_t len = sizeof listening;
-    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || listening == 0) continue;
-    sockaddr_storage addr{};
-    socklen_t alen = sizeof addr;
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &alen) != 0) continue;
-    int bound = -1;
-    if (addr.ss_family == AF_INET) bound = ntohs(reinterpret_cast<const sockaddr_in*>(&addr)->sin_port);
-    if (addr.ss_family == AF_INET6) bound = ntohs(reinterpret_cast<const sockaddr_in6*>(&addr)->sin6_port);
-    if (bound == port && listen(fd, SOMAXCONN) != 0) log_debug("cannot deepen the listen backlog: fd ", fd);
-  }
-  closedir(dir);
 }
 
 // The declared Content-Length: -1 when there is none, -2 when it is not a decimal byte count
