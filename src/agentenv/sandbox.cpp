@@ -197,6 +197,7 @@ void Sandbox::pause() {
 
 void Sandbox::resume() {
   std::lock_guard<std::mutex> lock(mu_);
+  if (deleted_) throw NotFound(cat("sandbox ", id_, " has been deleted"));
   if (alive_locked()) {
     if (state_ == SandboxState::kPaused) cgroup_->thaw("");
     state_ = SandboxState::kRunning;
@@ -210,6 +211,7 @@ void Sandbox::resume() {
 int Sandbox::open_root() const {
   // Opened under the lock: PID 1 is reaped only under it, so its pid cannot be reused meanwhile.
   std::lock_guard<std::mutex> lock(mu_);
+  if (deleted_) throw NotFound(cat("sandbox ", id_, " has been deleted"));
   if (!alive_locked()) throw Conflict(cat("sandbox ", id_, " has no running processes (the server restarted): resume it first"));
   const std::string path = "/proc/" + std::to_string(init_pid_) + "/root";
   int fd = ::open(path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -242,6 +244,7 @@ ExecResult Sandbox::exec(const ExecRequest& req, const OutputSink& sink) {
   uint64_t n;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (deleted_) throw NotFound(cat("sandbox ", id_, " has been deleted"));
     if (state_ == SandboxState::kPaused) throw Conflict(cat("sandbox ", id_, " is paused: resume it first"));
     // PID 1 ended while the sandbox runs (e.g. its memory limit killed every process): a new one
     // starts over the same files, as a resume would.

@@ -157,6 +157,7 @@ class Sandbox {
   std::unique_ptr<CgroupTree> cgroup_;
   mutable std::mutex mu_;
   SandboxState state_ = SandboxState::kRunning;
+  bool deleted_ = false;  // destroyed by the manager; holders of the pointer get NotFound
   mutable int init_pid_ = -1;  // host pid of the sandbox's PID 1, -1 when not running
   uint64_t next_command_ = 0;
 };

@@ -534,6 +534,10 @@ void SandboxManager::destroy(const std::string& id) {
     sandbox = e.sandbox;
     sandboxes_.erase(id);
   }
+  {
+    std::lock_guard<std::mutex> slock(sandbox->mu_);
+    sandbox->deleted_ = true;  // a command or file call still holding it must not start it again
+  }
   sandbox->stop();
   sandbox->cgroup_->remove("");
   std::error_code ec;

@@ -300,6 +300,20 @@ TEST(Sandbox, Pid1ShowsNoneOfTheServersArguments) {
   EXPECT_EQ(r.stdout_text.find("agentenv_sandbox_test"), std::string::npos) << r.stdout_text;
 }
 
+TEST(Sandbox, ADeletedSandboxStaysDeletedForWhoeverStillHoldsIt) {
+  K3_REQUIRE_SANDBOXES();
+  testing::TempDir dir;
+  agentenv::ManagerOptions o;
+  o.state_dir = dir.file("state");
+  SandboxManager m(o);
+  auto sb = m.create({});
+  const std::string id = sb->id();
+  m.destroy(id);
+  EXPECT_THROW(run(*sb, "true"), NotFound);
+  EXPECT_THROW(sb->read_file("x"), NotFound);
+  EXPECT_FALSE(std::filesystem::exists(o.state_dir + "/" + id));
+}
+
 TEST(Sandbox, TemplateFolderIsTheReadOnlyBase) {
   K3_REQUIRE_SANDBOXES();
   // A template with nothing but a shell and the libraries it loads (builtins only inside).
