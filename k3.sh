@@ -41,8 +41,8 @@ case "$mode" in
       -DK3_SANITIZE=ON -DK3_BUILD_TESTS=ON
     (cd build-asan && ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
       ctest -j "$jobs" --output-on-failure)
-    echo "== the fuzz targets (clang, ASan + UBSan): every corpus replayed, then 5 s of fuzzing each"
-    bash scripts/fuzz.sh --replay 5
+    echo "== the fuzz targets (clang, ASan + UBSan): every corpus replayed, then 2 s of fuzzing each"
+    bash scripts/fuzz.sh --replay 2
     ;;
   *)
     echo "usage: ./k3.sh run [extra chat args] | ./k3.sh test" >&2
