@@ -85,16 +85,24 @@ std::string cg_join(const std::string& mount, const std::string& root, const std
   return mount + rel;
 }
 
+template <class F>
+void cg_each_child(const char* dir, F&& f) {
+  DIR* d = ::opendir(dir);
+  if (!d) return;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_type != DT_DIR || e->d_name[0] == '.') continue;
+    char child[4096];
+    std::snprintf(child, sizeof child, "%s/%s", dir, e->d_name);
+    f(child);
+  }
+  ::closedir(d);
+}
+
 void cg_collect_pids(const std::string& dir, std::vector<int>& out) {
   std::stringstream ss(cg_read(dir + "/cgroup.procs"));
   int pid;
   while (ss >> pid) out.push_back(pid);
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) return;
-  while (dirent* e = ::readdir(d)) {
-    if (e->d_type == DT_DIR && e->d_name[0] != '.') cg_collect_pids(dir + "/" + e->d_name, out);
-  }
-  ::closedir(d);
+  cg_each_child(dir.c_str(), [&](const char* c) { cg_collect_pids(c, out); });
 }
 
 CgroupLayout probe_layout() {
@@ -391,13 +399,7 @@ static uint64_t cg_oom_kills_v1(const std::string& dir) {
   const std::string text = cg_read(dir + "/memory.oom_control");
   auto at = text.find("oom_kill ");
   uint64_t n = at == std::string::npos ? 0 : std::strtoull(text.c_str() + at + 9, nullptr, 10);
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) return n;
-  std::vector<std::string> children;
-  while (dirent* e = ::readdir(d))
-    if (e->d_type == DT_DIR && e->d_name[0] != '.') children.push_back(dir + "/" + e->d_name);
-  ::closedir(d);
-  for (const auto& c : children) n += cg_oom_kills_v1(c);
+  cg_each_child(dir.c_str(), [&](const char* c) { n += cg_oom_kills_v1(c); });
   return n;
 }
 
@@ -412,22 +414,11 @@ uint64_t CgroupTree::oom_kills() const {
   return 0;
 }
 
-static void cg_rmdir_tree(const std::string& dir) {
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) return;
-  std::vector<std::string> children;
-  while (dirent* e = ::readdir(d))
-    if (e->d_type == DT_DIR && e->d_name[0] != '.') children.push_back(dir + "/" + e->d_name);
-  ::closedir(d);
-  for (const auto& c : children) cg_rmdir_tree(c);
-  // A group is busy for a moment after its last process exits.
-  for (int i = 0; i < 1000 && ::rmdir(dir.c_str()) != 0 && errno == EBUSY; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-}
-
 void CgroupTree::remove(const std::string& leaf) {
   kill_all(leaf);
-  for (const auto& h : cgroup_layout().hierarchies) cg_rmdir_tree(path(h, leaf));
+  std::vector<std::string> dirs;
+  for (const auto& h : cgroup_layout().hierarchies) dirs.push_back(path(h, leaf));
+  kill_and_remove_trees(dirs);
 }
 
 std::vector<std::string> CgroupTree::dirs_of(const std::string& relative) {
@@ -442,19 +433,6 @@ std::vector<std::string> CgroupTree::dirs_of(const std::string& relative) {
 // (a v1 group stays frozen while its parent is, and a frozen process dies only once thawed);
 // then, from the leaves up, wait for the groups to empty and delete them.
 namespace {
-
-template <class F>
-void cg_each_child(const char* dir, F&& f) {
-  DIR* d = ::opendir(dir);
-  if (!d) return;
-  while (dirent* e = ::readdir(d)) {
-    if (e->d_type != DT_DIR || e->d_name[0] == '.') continue;
-    char child[4096];
-    std::snprintf(child, sizeof child, "%s/%s", dir, e->d_name);
-    f(child);
-  }
-  ::closedir(d);
-}
 
 int cg_kill_procs(const char* dir) {
   char path[4096];

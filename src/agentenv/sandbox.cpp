@@ -311,6 +311,15 @@ ExecResult Sandbox::exec(const ExecRequest& req, const OutputSink& sink) {
     if (!killed_at) killed_at = Clock::now();
   };
   char buf[1 << 16];
+  // n bytes of stream s (0 stdout, 1 stderr) just read into buf: kept, and streamed within the cap.
+  auto take = [&](int s, size_t n) {
+    outs[s].add(buf, n);
+    if (sink && streamed[s] < req.output_cap) {
+      const size_t n_out = std::min<uint64_t>(n, req.output_cap - streamed[s]);
+      sink(s + 1, std::string_view(buf, n_out));
+      streamed[s] += n_out;
+    }
+  };
   // Until the shell has ended (its status arrives) and its output is read.  A command that
   // closes its stdout and stderr early is still waited for, under the same deadline.
   while (out.r >= 0 || err.r >= 0 || !status_ready) {
@@ -361,12 +370,7 @@ ExecResult Sandbox::exec(const ExecRequest& req, const OutputSink& sink) {
         continue;
       }
       const int s = which[i];
-      outs[s].add(buf, static_cast<size_t>(r));
-      if (sink && streamed[s] < req.output_cap) {
-        size_t n_out = std::min<uint64_t>(static_cast<uint64_t>(r), req.output_cap - streamed[s]);
-        sink(s + 1, std::string_view(buf, n_out));
-        streamed[s] += n_out;
-      }
+      take(s, static_cast<size_t>(r));
       if (!killed_at && outs[0].total() + outs[1].total() > req.max_output) {
         result.output_limit = true;
         kill_tree();
@@ -383,12 +387,7 @@ ExecResult Sandbox::exec(const ExecRequest& req, const OutputSink& sink) {
     // Bounded: a background writer could refill the pipe as fast as it is read.
     size_t drained = 0;
     for (ssize_t r; drained < (4u << 20) && (r = ::read(p.r, buf, sizeof buf)) > 0; drained += static_cast<size_t>(r)) {
-      outs[s].add(buf, static_cast<size_t>(r));
-      if (sink && streamed[s] < req.output_cap) {
-        size_t n_out = std::min<uint64_t>(static_cast<uint64_t>(r), req.output_cap - streamed[s]);
-        sink(s + 1, std::string_view(buf, n_out));
-        streamed[s] += n_out;
-      }
+      take(s, static_cast<size_t>(r));
     }
   }
   out.close_r();
