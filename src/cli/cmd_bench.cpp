@@ -13,6 +13,7 @@
 #include "base/thread_pool.h"
 #include "cli/commands.h"
 #include "dist/world.h"
+#include "engine/generator.h"
 #include "io/checkpoint.h"
 #include "model/k3_config.h"
 #include "model/k3_model.h"
@@ -90,7 +91,7 @@ void add_bench_command(CLI::App& app, Runner& run) {
   struct Args {
     std::string model, json, plot, filter, precision = "fp32";
     std::vector<int> prompt{128};
-    int threads = 0, reps = 5, decode = 8, batch = 4, chunk = 256;
+    int threads = 0, reps = 5, decode = 8, batch = 4, chunk = static_cast<int>(kPrefillChunk);
     bool quick = false, no_model = false, no_kernels = false, pin = false;
   };
   auto a = std::make_shared<Args>();
@@ -111,7 +112,7 @@ void add_bench_command(CLI::App& app, Runner& run) {
                   "continues the first, so it plus --decode-tokens must fit the model's context")
       ->delimiter(',')
       ->check(CLI::Range(1, 1 << 20));
-  sub->add_option("--prefill-chunk", a->chunk, "Prompt tokens per forward call of the prefill figures")
+  sub->add_option("--prefill-chunk", a->chunk, "Prompt tokens per forward call of the prefill figures (default 2048, as k3 generate)")
       ->check(CLI::Range(1, 1 << 20));
   sub->add_option("--decode-tokens", a->decode, "Decode steps per repetition, after the prompt")
       ->check(CLI::Range(1, 1 << 20));

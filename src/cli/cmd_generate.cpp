@@ -61,7 +61,7 @@ void add_generate_command(CLI::App& app, Runner& run) {
     float temperature = 0.0f, top_p = 1.0f;
     int top_k = 0;
     uint64_t seed = 0;
-    int64_t ctx = 0, chunk = 256;
+    int64_t ctx = 0, chunk = kPrefillChunk;
     bool ignore_eos = false, print_ids = false;
   };
   auto a = std::make_shared<Args>();
@@ -86,7 +86,7 @@ void add_generate_command(CLI::App& app, Runner& run) {
   sub->add_option("--seed", a->seed, "Sampling seed")->check(kUnsigned64);
   sub->add_option("--ctx", a->ctx, "Context limit in tokens, prompt + output (0 or absent: the model's)")
       ->check(kNonNegative);
-  sub->add_option("--prefill-chunk", a->chunk, "Prompt tokens per forward pass")->check(kPositive);
+  sub->add_option("--prefill-chunk", a->chunk, "Prompt tokens per forward pass (default 2048): memory grows with it, the MLA cache's decompression per chunk shrinks")->check(kPositive);
   add_precision_option(sub, a->precision);
   sub->add_flag("--ignore-eos", a->ignore_eos, "Do not stop at end-of-message tokens");
   sub->add_flag("--print-ids", a->print_ids,

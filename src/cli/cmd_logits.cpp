@@ -12,7 +12,7 @@ void add_logits_command(CLI::App& app, Runner& run) {
   struct Args {
     std::string precision = "fp32";
     std::string model, prompt_ids, out;
-    int64_t chunk = 256;
+    int64_t chunk = kPrefillChunk;
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("logits", "Write the prefill logits of a prompt to a safetensors file");
@@ -20,7 +20,7 @@ void add_logits_command(CLI::App& app, Runner& run) {
       ->check(kNonEmpty);
   sub->add_option("--prompt-ids", a->prompt_ids, "Prompt token ids, e.g. 1,2,3")->required();
   sub->add_option("--out", a->out, "Output .safetensors file")->required();
-  sub->add_option("--prefill-chunk", a->chunk, "Prompt tokens per forward pass")->check(kPositive);
+  sub->add_option("--prefill-chunk", a->chunk, "Prompt tokens per forward pass (default 2048)")->check(kPositive);
   add_precision_option(sub, a->precision);
   sub->callback([a, &run] {
     run = [a]() {

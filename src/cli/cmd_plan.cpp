@@ -16,6 +16,7 @@
 #include "base/log.h"
 #include "base/thread_pool.h"
 #include "cli/commands.h"
+#include "engine/generator.h"
 #include "io/available_memory.h"
 #include "io/mapped_file.h"
 #include "model/k3_model.h"
@@ -143,7 +144,7 @@ struct Args {
   double disk_gbps = 0, mem_gbps = 0, gflops = 0, hit_rate = -1;
   int cores = 0;
   double bf16_eff = 0.9, mxfp4_eff = 0.5, prefill_eff = 0.6;
-  int prompt_tokens = 512, chunk_tokens = 256;
+  int prompt_tokens = 512, chunk_tokens = static_cast<int>(kPrefillChunk);
 };
 
 // k3 plan --ranks R[,R...]: the latency layout over R ranks (perf/cluster_plan.h).
@@ -523,7 +524,7 @@ void add_plan_command(CLI::App& app, Runner& run) {
       ->check(CLI::Range(0.0, 1.0));
   sub->add_option("--prompt-tokens", a->prompt_tokens, "Prompt length for the prefill figure (default 512)")
       ->check(CLI::Range(1, 1 << 24));
-  sub->add_option("--chunk-tokens", a->chunk_tokens, "Prefill chunk (default 256)")->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--chunk-tokens", a->chunk_tokens, "Prefill chunk (default 2048, as k3 generate; k3 serve steps in 256)")->check(CLI::Range(1, 1 << 20));
   sub->add_option("--bf16-eff", a->bf16_eff, "bf16 GEMV speed as a fraction of memory bandwidth (default 0.9)")
       ->check(CLI::Range(0.01, 1.0));
   sub->add_option("--mxfp4-eff", a->mxfp4_eff, "MXFP4 expert GEMV speed as a fraction of memory bandwidth (default 0.5: exact fp32 decode of MXFP4 is "

@@ -129,7 +129,9 @@ void add_serve_command(CLI::App& app, Runner& run) {
                   "MiB of prompt-prefix states kept for later requests (0: no cache); beyond --state-budget")
       ->check(kMebibytesNonNegative)
       ->capture_default_str();
-  sub->add_option("--prefill-chunk", a->o.engine.scheduler.prefill_chunk, "Prompt tokens per sequence per step")
+  sub->add_option("--prefill-chunk", a->o.engine.scheduler.prefill_chunk, "Prompt tokens per sequence per step; larger chunks (2048, as k3 generate) prefill long prompts faster, "
+                  "but each step holds up the other sequences' decode and the prefix cache keeps states only at chunk "
+                  "boundaries")
       ->check(kPositive)
       ->capture_default_str();
   sub->add_option("--max-body-mb", a->max_body_mb, "Largest request body in MiB (beyond: 413)")

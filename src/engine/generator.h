@@ -13,11 +13,20 @@
 
 namespace k3 {
 
+// Prompt tokens per forward call when one sequence is prefilled alone (generate, logits, bench).
+// Each chunk decompresses the MLA latent cache once per head, work that grows with the cache,
+// while the chunk's attention grows with the cache times the chunk: at 2048 tokens the
+// decompression is about a sixth of the MLA work at any depth (at 256, over half from ~16k
+// tokens).  The working memory grows with the chunk (about 0.5 MiB per token at K3's widths,
+// `k3 plan`), never with the prompt.  The server steps in smaller chunks (SchedulerOptions):
+// its steps also carry other sequences' decode steps.
+inline constexpr int64_t kPrefillChunk = 2048;
+
 struct GenerateOptions {
   int max_tokens = 16;
   SamplingParams sampling;
   std::vector<int32_t> stop_tokens;  // generation ends after emitting one of these
-  int64_t prefill_chunk = 256;       // prompt tokens per forward call (as the server)
+  int64_t prefill_chunk = kPrefillChunk;  // prompt tokens per forward call
   // Overrides of prompt embeddings (index = position in the prompt, ascending); the values must
   // outlive the call.
   std::span<const EmbeddingOverride> prompt_embeddings = {};
@@ -37,6 +46,6 @@ void prefill(const Model& model, SequenceState& state, const std::vector<int32_t
 
 // Logits of every prompt position from a prefill in chunks: [prompt.size(), vocab].
 std::vector<float> prefill_logits(const Model& model, SequenceState& state, const std::vector<int32_t>& prompt,
-                                  int64_t chunk = 256, std::span<const EmbeddingOverride> embeddings = {});
+                                  int64_t chunk = kPrefillChunk, std::span<const EmbeddingOverride> embeddings = {});
 
 }  // namespace k3

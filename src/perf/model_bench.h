@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/profile.h"
+#include "engine/generator.h"
 #include "perf/machine.h"
 
 namespace k3 {
@@ -16,7 +17,7 @@ class Model;
 
 struct ModelBenchOptions {
   std::vector<int> prompt_tokens{128};  // prefill lengths, one figure each; decode continues the first
-  int prefill_chunk = 256;              // prompt tokens per forward call (as `k3 generate` runs them)
+  int prefill_chunk = static_cast<int>(kPrefillChunk);  // prompt tokens per forward call, as `k3 generate`
   int decode_tokens = 8;    // decode steps per repetition
   int batch = 4;            // sequences stepped together for the batched-decode figure (1: none)
   int reps = 5;
