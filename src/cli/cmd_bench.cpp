@@ -112,8 +112,9 @@ void add_bench_command(CLI::App& app, Runner& run) {
                   "continues the first, so it plus --decode-tokens must fit the model's context")
       ->delimiter(',')
       ->check(CLI::Range(1, 1 << 20));
-  sub->add_option("--prefill-chunk", a->chunk, "Prompt tokens per forward call of the prefill figures (default 2048, as k3 generate)")
-      ->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--prefill-chunk", a->chunk, "Prompt tokens per forward call of the prefill figures, as k3 generate")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
   sub->add_option("--decode-tokens", a->decode, "Decode steps per repetition, after the prompt")
       ->check(CLI::Range(1, 1 << 20));
   sub->add_option("--batch", a->batch, "Sequences decoded together for the batched-decode figure (1: skip it)")

@@ -86,7 +86,9 @@ void add_generate_command(CLI::App& app, Runner& run) {
   sub->add_option("--seed", a->seed, "Sampling seed")->check(kUnsigned64);
   sub->add_option("--ctx", a->ctx, "Context limit in tokens, prompt + output (0 or absent: the model's)")
       ->check(kNonNegative);
-  sub->add_option("--prefill-chunk", a->chunk, "Prompt tokens per forward pass (default 2048): memory grows with it, the MLA cache's decompression per chunk shrinks")->check(kPositive);
+  sub->add_option("--prefill-chunk", a->chunk, "Prompt tokens per forward pass: memory grows with it, the MLA cache's decompression per chunk shrinks")
+      ->check(kPositive)
+      ->capture_default_str();
   add_precision_option(sub, a->precision);
   sub->add_flag("--ignore-eos", a->ignore_eos, "Do not stop at end-of-message tokens");
   sub->add_flag("--print-ids", a->print_ids,

@@ -20,7 +20,7 @@ void add_logits_command(CLI::App& app, Runner& run) {
       ->check(kNonEmpty);
   sub->add_option("--prompt-ids", a->prompt_ids, "Prompt token ids, e.g. 1,2,3")->required();
   sub->add_option("--out", a->out, "Output .safetensors file")->required();
-  sub->add_option("--prefill-chunk", a->chunk, "Prompt tokens per forward pass (default 2048)")->check(kPositive);
+  sub->add_option("--prefill-chunk", a->chunk, "Prompt tokens per forward pass")->check(kPositive)->capture_default_str();
   add_precision_option(sub, a->precision);
   sub->callback([a, &run] {
     run = [a]() {

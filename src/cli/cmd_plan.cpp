@@ -524,7 +524,9 @@ void add_plan_command(CLI::App& app, Runner& run) {
       ->check(CLI::Range(0.0, 1.0));
   sub->add_option("--prompt-tokens", a->prompt_tokens, "Prompt length for the prefill figure (default 512)")
       ->check(CLI::Range(1, 1 << 24));
-  sub->add_option("--chunk-tokens", a->chunk_tokens, "Prefill chunk (default 2048, as k3 generate; k3 serve steps in 256)")->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--chunk-tokens", a->chunk_tokens, "Prefill chunk, as k3 generate (k3 serve steps in 256)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
   sub->add_option("--bf16-eff", a->bf16_eff, "bf16 GEMV speed as a fraction of memory bandwidth (default 0.9)")
       ->check(CLI::Range(0.01, 1.0));
   sub->add_option("--mxfp4-eff", a->mxfp4_eff, "MXFP4 expert GEMV speed as a fraction of memory bandwidth (default 0.5: exact fp32 decode of MXFP4 is "

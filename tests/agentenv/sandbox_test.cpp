@@ -230,22 +230,19 @@ TEST(Sandbox, SixteenAtOnce) {
 
 TEST(Sandbox, ForkCopiesSparseFilesSparseAndDeepTrees) {
   K3_REQUIRE_SANDBOXES();
-  testing::TempDir dir;
-  agentenv::ManagerOptions o;
-  o.state_dir = dir.file("state");
-  SandboxManager m(o);
-  auto parent = m.create({});
+  ScratchManager m;
+  auto parent = m->create({});
   // A 1 GiB file of one byte, and a file below 40 folders of 200 characters (past PATH_MAX).
   ASSERT_EQ(run(*parent, "truncate -s 1G sparse && printf x | dd of=sparse bs=1 seek=500000000 conv=notrunc 2>/dev/null; "
                          "d=$(printf 'd%.0s' $(seq 1 200)); for i in $(seq 1 40); do mkdir $d && cd $d; done; "
                          "echo deep > bottom.txt").exit_code, 0);
-  auto kid = m.fork(parent->id(), 1)[0];
+  auto kid = m->fork(parent->id(), 1)[0];
   ExecResult r = run(*kid, "stat -c %s sparse; dd if=sparse bs=1 skip=500000000 count=1 2>/dev/null; echo; "
                            "d=$(printf 'd%.0s' $(seq 1 200)); for i in $(seq 1 40); do cd $d; done; cat bottom.txt");
   EXPECT_EQ(r.stdout_text, "1073741824\nx\ndeep\n") << r.stderr_text;
   // The child's copy holds the data, not the holes.
   struct stat st;
-  ASSERT_EQ(::stat((o.state_dir + "/" + kid->id() + "/upper/workspace/sparse").c_str(), &st), 0);
+  ASSERT_EQ(::stat((m.dir.file("state") + "/" + kid->id() + "/upper/workspace/sparse").c_str(), &st), 0);
   EXPECT_LT(st.st_blocks * 512, 1 << 20);
 }
 
@@ -302,16 +299,13 @@ TEST(Sandbox, Pid1ShowsNoneOfTheServersArguments) {
 
 TEST(Sandbox, ADeletedSandboxStaysDeletedForWhoeverStillHoldsIt) {
   K3_REQUIRE_SANDBOXES();
-  testing::TempDir dir;
-  agentenv::ManagerOptions o;
-  o.state_dir = dir.file("state");
-  SandboxManager m(o);
-  auto sb = m.create({});
+  ScratchManager m;
+  auto sb = m->create({});
   const std::string id = sb->id();
-  m.destroy(id);
+  m->destroy(id);
   EXPECT_THROW(run(*sb, "true"), NotFound);
   EXPECT_THROW(sb->read_file("x"), NotFound);
-  EXPECT_FALSE(std::filesystem::exists(o.state_dir + "/" + id));
+  EXPECT_FALSE(std::filesystem::exists(m.dir.file("state") + "/" + id));
 }
 
 TEST(Sandbox, TemplateFolderIsTheReadOnlyBase) {
