@@ -16,6 +16,7 @@
 #include "base/thread_pool.h"
 #include "cli/commands.h"
 #include "dist/expert_plan.h"
+#include "engine/generator.h"
 #include "engine/multimodal.h"
 #include "io/mapped_file.h"
 #include "model/k3_model.h"
@@ -104,6 +105,7 @@ void add_serve_command(CLI::App& app, Runner& run) {
   auto a = std::make_shared<Args>();
   a->o.engine.scheduler.max_batch = 16;
   a->o.engine.scheduler.max_queue = 64;
+  a->o.engine.scheduler.prefill_chunk_max = kPrefillChunk;  // as k3 generate's chunks
   CLI::App* sub = app.add_subcommand("serve", "Serve the model over an OpenAI-compatible HTTP API, with a chat page at /");
   sub->add_option("--model", a->model, "Checkpoint directory (default: the built-in tiny model)")
       ->check(kNonEmpty);
@@ -129,9 +131,14 @@ void add_serve_command(CLI::App& app, Runner& run) {
                   "MiB of prompt-prefix states kept for later requests (0: no cache); beyond --state-budget")
       ->check(kMebibytesNonNegative)
       ->capture_default_str();
-  sub->add_option("--prefill-chunk", a->o.engine.scheduler.prefill_chunk, "Prompt tokens per sequence per step; larger chunks (2048, as k3 generate) prefill long prompts faster, "
-                  "but each step holds up the other sequences' decode and the prefix cache keeps states only at chunk "
-                  "boundaries")
+  sub->add_option("--prefill-chunk", a->o.engine.scheduler.prefill_chunk,
+                  "Prompt tokens per sequence per step, and the grid of the prefix cache's states; each step holds up "
+                  "the other sequences' decode")
+      ->check(kPositive)
+      ->capture_default_str();
+  sub->add_option("--prefill-chunk-max", a->o.engine.scheduler.prefill_chunk_max,
+                  "Deep in a long prompt, steps of up to this many of its tokens (at least 1/32 of its depth), so "
+                  "that re-reading its attention cache stays a small part of each step; --prefill-chunk: no growth")
       ->check(kPositive)
       ->capture_default_str();
   sub->add_option("--max-body-mb", a->max_body_mb, "Largest request body in MiB (beyond: 413)")

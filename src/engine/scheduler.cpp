@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "base/log.h"
+#include "kernels/kda.h"
 
 namespace k3 {
 
@@ -81,6 +82,14 @@ Scheduler::Scheduler(const Model& model, const SchedulerOptions& options)
   K3_CHECK(options_.max_context >= 0 && options_.max_context <= max_pos, "max_context must be in [0, ", max_pos,
            "] (got ", options_.max_context, ")");
   if (options_.prefix_cache_bytes > 0) prefix_cache_ = std::make_unique<PrefixCache>(options_.prefix_cache_bytes);
+  schedule_.chunk = schedule_.chunk_max = options_.prefill_chunk;
+  if (options_.prefill_chunk_max > options_.prefill_chunk) {
+    if (prefill_growth_keeps_results(model, options_.prefill_chunk, options_.prefill_chunk_max))
+      schedule_.chunk_max = options_.prefill_chunk_max;
+    else
+      log_info("scheduler: prefill segments stay at ", options_.prefill_chunk, " tokens (longer ones would change ",
+               "results: the chunk is not a multiple of ", kKdaChunk, " tokens, or the MLA form would change)");
+  }
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -331,7 +340,8 @@ void Scheduler::step() {
     const std::vector<int32_t>& prompt = s->request.prompt;
     const int64_t left = static_cast<int64_t>(prompt.size()) - s->prefilled;
     if (left > 0) {
-      const int64_t len = std::min(options_.prefill_chunk, left);
+      const int64_t n = static_cast<int64_t>(prompt.size());
+      const int64_t len = schedule_.length(s->prefilled, n, {cache_point(n), s->shared_point});
       if (any_prefill && len > budget) continue;
       budget -= len;
       any_prefill = true;
@@ -362,12 +372,13 @@ void Scheduler::step() {
   std::vector<std::pair<Slot*, int32_t>> emitted;
   std::vector<std::pair<Slot*, std::string>> failed;
   std::vector<float> masked;
-  int64_t prompt_done = 0;
+  int64_t prompt_done = 0, segments = 0;
   if (error.empty()) {
     for (size_t i = 0; i < entries.size(); ++i) {
       Slot& s = *entries[i].slot;
       s.prefilled += entries[i].prompt_len;
       prompt_done += entries[i].prompt_len;
+      segments += entries[i].prompt_len > 0 ? 1 : 0;
       if (prefix_cache_ && entries[i].prompt_len > 0 && s.prefilled > s.cached &&
           (s.prefilled == cache_point(static_cast<int64_t>(s.request.prompt.size())) || s.prefilled == s.shared_point)) {
         try {  // the cache is an optimisation: a state it cannot copy is just not kept
@@ -408,6 +419,7 @@ void Scheduler::step() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stats_.prompt_tokens += prompt_done;
+    stats_.prefill_segments += segments;
     stats_.tokens_generated += static_cast<int64_t>(emitted.size());
     stats_.state_bytes = held;
     if (prefix_cache_) stats_.prefix_cache = prefix_cache_->stats();

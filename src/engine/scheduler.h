@@ -1,10 +1,12 @@
 // The continuous-batching engine loop the server sits on.  A background thread admits
 // requests from a bounded FIFO queue into at most max_batch sequence slots (while the global
-// state-memory budget allows), prefills prompts in fixed chunks under a per-step token budget,
+// state-memory budget allows), prefills prompts in chunks under a per-step token budget,
 // and runs the decode steps of all running sequences -- together with any prefill chunks -- in
 // one Model::forward call per step.  Results equal k3::generate run alone with
 // GenerateOptions::prefill_chunk == SchedulerOptions::prefill_chunk (bit-identical logits:
 // each sequence sees the same chunk boundaries, and batching does not change a sequence).
+// Deep in a long prompt a step may take several chunks of one sequence at once
+// (prefill_chunk_max, engine/prefill_schedule.h), only where that changes no bit.
 //
 // Prompt-prefix cache (SchedulerOptions::prefix_cache_bytes > 0): after the last prefill chunk
 // boundary inside each prompt (the largest multiple of prefill_chunk below its length), and
@@ -38,6 +40,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "engine/prefill_schedule.h"
 #include "engine/prefix_cache.h"
 #include "engine/sampler.h"
 #include "engine/token_constraint.h"
@@ -106,7 +109,9 @@ struct Request {
 struct SchedulerOptions {
   int max_batch = 8;              // sequence slots
   size_t max_queue = 64;          // waiting requests beyond which submit throws SchedulerBusy
-  int64_t prefill_chunk = 256;    // prompt tokens per sequence per forward call
+  int64_t prefill_chunk = 256;    // prompt tokens per sequence per forward call, the segments' grid
+  int64_t prefill_chunk_max = 0;  // deep in a long prompt, segments up to this long (prefill_schedule.h);
+                                  // 0 or <= prefill_chunk: always one chunk
   int64_t step_prefill_tokens = 256;  // prompt tokens per step over all sequences (>= 1 chunk runs)
   int64_t max_context = 0;        // per-request context (prompt + output); 0 = max_position_embeddings
   uint64_t memory_budget = 0;     // bytes of sequence states + MLA caches over all slots; 0 = the
@@ -122,6 +127,7 @@ struct SchedulerStats {
   int64_t failed = 0;            // finished with error
   int64_t tokens_generated = 0;  // over all requests
   int64_t prompt_tokens = 0;     // prefilled so far
+  int64_t prefill_segments = 0;  // the forward calls' prompt segments (one per sequence per step)
   uint64_t state_bytes = 0;      // held by running sequences now
   uint64_t reserved_bytes = 0;   // budgeted for running sequences at their full length
   PrefixCacheStats prefix_cache;  // all zero without a cache
@@ -169,6 +175,7 @@ class Scheduler {
 
   const Model& model_;
   const SchedulerOptions options_;
+  PrefillSchedule schedule_;  // the segments' lengths (chunk_max = chunk where growth would change results)
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

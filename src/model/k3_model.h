@@ -79,6 +79,7 @@ class Model {
   const TextConfig& text() const { return config_.text; }
   const ModelWeights& weights() const { return weights_; }
   ModelOptions& options() { return options_; }
+  const ModelOptions& options() const { return options_; }
   // Where the checkpoint's bytes live (io/mapped_file.h): kMemory, kMapped or kStreamed.
   Residency weights_residency() const { return checkpoint_->residency(); }
   const Checkpoint& checkpoint() const { return *checkpoint_; }

@@ -725,6 +725,39 @@ TEST_F(SchedulerTest, SharedPromptStartIsCachedFromItsSecondUse) {
   EXPECT_EQ(cache.shared_prefix(key_of(system, 2)), 2);
 }
 
+// Deep in a long prompt the segments grow (engine/prefill_schedule.h): fewer steps, the same
+// tokens as a lone run in chunks of 32, and the prefix cache still stores and restores states at
+// the chunk grid's points.  The decompressed MLA form is fixed, so growth keeps every bit.
+TEST_F(SchedulerTest, LongPromptSegmentsGrowAndKeepTheResults) {
+  model_->options().mla.mode = MlaMode::kDecompressed;
+  SchedulerOptions o = cached_options(1);
+  o.prefill_chunk = 32;
+  o.prefill_chunk_max = 256;
+  const std::vector<int32_t> doc = prompt(1700, 96);
+  std::vector<int32_t> follow = doc;
+  const std::vector<int32_t> question = prompt(40, 97);
+  follow.insert(follow.end(), question.begin(), question.end());
+  {
+    Scheduler sched(*model_, o);
+    EXPECT_EQ(run_checked(sched, doc, 3).cached_tokens, 0);
+    // Segments of 32 up to position 1024, then of 64: 45 (54 without growth), the last one from
+    // the cached state's point (1696).
+    const PrefillSchedule sch{32, 256};
+    int64_t want = 0;
+    for (int64_t pos = 0; pos < 1700; ++want) pos += sch.length(pos, 1700, {1696});
+    EXPECT_EQ(want, 45);
+    const int64_t segments = sched.stats().prefill_segments;
+    EXPECT_EQ(segments, want);
+    EXPECT_EQ(run_checked(sched, follow, 3).cached_tokens, 1696);
+    EXPECT_EQ(sched.stats().prefill_segments, segments + 2) << "from 1696 to the store point 1728, then to the end";
+  }
+  o.prefill_chunk_max = 0;
+  Scheduler fixed(*model_, o);
+  EXPECT_EQ(run_checked(fixed, doc, 3).cached_tokens, 0);
+  EXPECT_EQ(fixed.stats().prefill_segments, (1700 + 31) / 32);
+  model_->options().mla.mode = MlaMode::kAuto;
+}
+
 TEST(TokenLogprobs, LogSoftmaxAndTheBestTokens) {
   const float logits[4] = {0.0f, std::log(2.0f), 0.0f, -1e30f};  // probabilities 1/4, 1/2, 1/4, 0
   const TokenLogprobs lp = token_logprobs(logits, 4, 2, 3);
