@@ -12,9 +12,9 @@
 // with it the other sequences' decode latency.
 //
 // Longer segments change no result when every segment on the grid runs the same MLA form and
-// starts on a KDA chunk boundary (model/k3_model.h: chunked prefill is then bit-identical to
-// one call); prefill_growth_keeps_results() checks that, and the scheduler grows segments only
-// where it holds.
+// starts on a KDA chunk boundary (chunked prefill is then bit-identical to one call, as
+// tests/model/consistency_test.cpp checks); prefill_growth_keeps_results() checks that, and the
+// scheduler grows segments only where it holds.
 #pragma once
 
 #include <cstdint>
