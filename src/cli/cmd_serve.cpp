@@ -138,7 +138,7 @@ void add_serve_command(CLI::App& app, Runner& run) {
       ->capture_default_str();
   sub->add_option("--prefill-chunk-max", a->o.engine.scheduler.prefill_chunk_max,
                   "Deep in a long prompt, steps of up to this many of its tokens (at least 1/32 of its depth), so "
-                  "that re-reading its attention cache stays a small part of each step; --prefill-chunk: no growth")
+                  "that re-reading its attention cache stays a small part of each step; at most --prefill-chunk: no growth")
       ->check(kPositive)
       ->capture_default_str();
   sub->add_option("--max-body-mb", a->max_body_mb, "Largest request body in MiB (beyond: 413)")

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "kernels/kda.h"
 #include "kernels/mla_prefill.h"
 #include "model/k3_model.h"
 
@@ -21,7 +20,11 @@ int64_t PrefillSchedule::length(int64_t pos, int64_t n, std::initializer_list<in
 
 bool prefill_growth_keeps_results(const Model& model, int64_t chunk, int64_t chunk_max) {
   if (chunk_max <= chunk) return true;
-  if (chunk % kKdaChunk != 0) return false;
+  // The KDA chunks of a segment start at its first token: the segments' grid must be theirs
+  // (the vector kernels round the chunk up to a multiple of 16; token by token, any grid is).
+  const KdaOptions& kda = model.options().kda;
+  const int64_t kda_chunk = std::max(1, kda.chunk), kda_vector_chunk = (kda_chunk + 15) / 16 * 16;
+  if (!kda.force_recurrent && (chunk % kda_chunk != 0 || chunk % kda_vector_chunk != 0)) return false;
   const TextConfig& c = model.text();
   if (model.options().mla.mode != MlaMode::kAuto ||
       std::find(c.layer_kinds.begin(), c.layer_kinds.end(), LayerKind::kMla) == c.layer_kinds.end())

@@ -6,7 +6,6 @@
 #include <utility>
 
 #include "base/log.h"
-#include "kernels/kda.h"
 
 namespace k3 {
 
@@ -88,7 +87,7 @@ Scheduler::Scheduler(const Model& model, const SchedulerOptions& options)
       schedule_.chunk_max = options_.prefill_chunk_max;
     else
       log_info("scheduler: prefill segments stay at ", options_.prefill_chunk, " tokens (longer ones would change ",
-               "results: the chunk is not a multiple of ", kKdaChunk, " tokens, or the MLA form would change)");
+               "results: the chunk is off the KDA chunks' grid, or the MLA form would change with the length)");
   }
   thread_ = std::thread([this] { loop(); });
 }

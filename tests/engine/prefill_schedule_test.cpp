@@ -86,6 +86,16 @@ TEST(PrefillSchedule, GrowthKeepsTheBitsWhereAllowed) {
   for (int32_t& t : prompt) t = static_cast<int32_t>(rng.below(static_cast<uint64_t>(model->text().vocab_size)));
   EXPECT_FALSE(prefill_growth_keeps_results(*model, kKdaChunk + 16, 8 * kKdaChunk)) << "off the KDA chunk grid";
   EXPECT_TRUE(prefill_growth_keeps_results(*model, kKdaChunk, kKdaChunk)) << "nothing grows";
+  model->options().mla.mode = MlaMode::kDecompressed;
+  model->options().kda.chunk = 64;
+  EXPECT_FALSE(prefill_growth_keeps_results(*model, 32, 256)) << "off the grid of a KDA chunk of 64";
+  EXPECT_TRUE(prefill_growth_keeps_results(*model, 128, 1024));
+  model->options().kda.chunk = 24;  // the vector kernels run chunks of 32
+  EXPECT_FALSE(prefill_growth_keeps_results(*model, 48, 480));
+  EXPECT_TRUE(prefill_growth_keeps_results(*model, 96, 960));
+  model->options().kda.force_recurrent = true;
+  EXPECT_TRUE(prefill_growth_keeps_results(*model, 5, 50)) << "token by token: any grid";
+  model->options().kda = KdaOptions{};
   int allowed = 0;
   for (MlaMode mode : {MlaMode::kAuto, MlaMode::kDecompressed, MlaMode::kAbsorbed}) {
     model->options().mla.mode = mode;
