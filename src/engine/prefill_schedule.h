@@ -38,9 +38,8 @@ struct PrefillSchedule {
 
 // Whether segments of any multiple of `chunk` up to chunk_max, at any depth of the model's
 // context, give the bits of one-chunk segments: chunk is a multiple of the model's KDA chunk
-// (ModelOptions::kda; kKdaChunk unless changed), and the
-// MLA layers run one form for all of them (a fixed --mla mode, or under kAuto the decompressed
-// form at every such length and depth).
+// (ModelOptions::kda; kKdaChunk unless changed), and the MLA layers run one form for all of
+// them (a fixed --mla mode, or under kAuto the decompressed form at every such length and depth).
 bool prefill_growth_keeps_results(const Model& model, int64_t chunk, int64_t chunk_max);
 
 }  // namespace k3

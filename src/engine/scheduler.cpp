@@ -337,9 +337,8 @@ void Scheduler::step() {
   bool any_prefill = false;
   for (const auto& s : running_) {
     const std::vector<int32_t>& prompt = s->request.prompt;
-    const int64_t left = static_cast<int64_t>(prompt.size()) - s->prefilled;
-    if (left > 0) {
-      const int64_t n = static_cast<int64_t>(prompt.size());
+    const int64_t n = static_cast<int64_t>(prompt.size());
+    if (s->prefilled < n) {
       const int64_t len = schedule_.length(s->prefilled, n, {cache_point(n), s->shared_point});
       if (any_prefill && len > budget) continue;
       budget -= len;
